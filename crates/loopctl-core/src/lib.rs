@@ -1,0 +1,18 @@
+//! loopctl's pure core: the event model, the three dialect parsers, the reducer and replay.
+//!
+//! Nothing here touches files, processes, the network, the clock or the environment: bytes go
+//! in, events and states come out. That is what makes replay deterministic and what the
+//! property tests and fuzzers exercise.
+
+pub mod event;
+pub mod json;
+pub mod lines;
+pub mod replay;
+pub mod salvage;
+pub mod state;
+pub mod ts;
+
+pub use event::{Dialect, Event, Facts, Kind, LineError, parse_line};
+pub use replay::{Finding, FindingKind, Outcome, Replay, Stats, replay_bytes};
+pub use state::{RunState, Status, apply, apply_mut};
+pub use ts::Ts;

@@ -1,0 +1,328 @@
+//! Replay: lines in, one `RunState` per run out, plus every finding about the log.
+//!
+//! Damaged lines are reported (line, byte offset, reason) and skipped; every readable line
+//! before and after them is applied. Runs are independent, so a replay can be split into
+//! shards by run (each shard sees every line but applies only its runs') and the shards merged:
+//! the result is the same as one sequential pass.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+
+use rustc_hash::{FxHashMap, FxHasher};
+use serde::Serialize;
+
+use crate::event::{Dialect, Event, Kind, parse_line, run_key};
+use crate::lines::{Piece, Pos};
+use crate::state::{LogMark, RunState, apply_mut};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// A line in the middle of the log that is not an event.
+    BadLine,
+    /// Bytes after the last newline that are not a complete event (a write cut short).
+    TornTail,
+    /// A line longer than the configured cap.
+    Oversize,
+    SeqGap,
+    SeqDuplicate,
+    SeqReorder,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Finding {
+    pub line: u64,
+    pub offset: u64,
+    pub kind: FindingKind,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Stats {
+    pub lines: u64,
+    pub blank: u64,
+    pub events: u64,
+    pub skipped: u64,
+    pub by_dialect: BTreeMap<String, u64>,
+    pub by_event: BTreeMap<String, u64>,
+    /// Events of types loopctl does not know (kept, counted, not fatal).
+    pub unknown: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    lines: u64,
+    blank: u64,
+    skipped: u64,
+    dialect: [u64; 3],
+    kind: FxHashMap<Kind, u64>,
+    other: FxHashMap<String, u64>,
+}
+
+pub struct Outcome {
+    pub runs: BTreeMap<String, RunState>,
+    pub findings: Vec<Finding>,
+    pub stats: Stats,
+}
+
+pub struct Replay {
+    default_run: String,
+    runs: FxHashMap<String, RunState>,
+    findings: Vec<Finding>,
+    counters: Counters,
+    shard: (u64, u64),
+}
+
+fn shard_of(key: &str, shards: u64) -> u64 {
+    let mut h = FxHasher::default();
+    key.hash(&mut h);
+    h.finish() % shards
+}
+
+impl Replay {
+    /// `default_run` names the run of events that carry neither `run_id` nor `session_id`.
+    pub fn new(default_run: &str) -> Replay {
+        Replay::shard(default_run, 0, 1)
+    }
+
+    /// Shard `index` of `count`: applies only the runs that hash to it. Lines that belong to no
+    /// run (blank, damaged) are counted and reported by shard 0.
+    pub fn shard(default_run: &str, index: u64, count: u64) -> Replay {
+        Replay {
+            default_run: default_run.to_string(),
+            runs: FxHashMap::default(),
+            findings: Vec::new(),
+            counters: Counters::default(),
+            shard: (index, count.max(1)),
+        }
+    }
+
+    /// Continues from a snapshot: later lines of its run are applied on top of it.
+    pub fn resume(&mut self, state: RunState) {
+        self.runs.insert(state.run_id.clone(), state);
+    }
+
+    pub fn piece(&mut self, piece: Piece<'_>) {
+        match piece {
+            Piece::Line(pos, bytes) => self.line(pos, bytes, true),
+            Piece::Unterminated(pos, bytes) => self.line(pos, bytes, false),
+            Piece::Oversize(pos, len) => {
+                if self.shard.0 == 0 {
+                    self.counters.lines += 1;
+                    self.counters.skipped += 1;
+                    self.finding(
+                        pos,
+                        FindingKind::Oversize,
+                        format!("line of {len} bytes exceeds the line size cap"),
+                        None,
+                    );
+                }
+            }
+        }
+    }
+
+    fn finding(&mut self, pos: Pos, kind: FindingKind, reason: String, run_id: Option<String>) {
+        self.findings.push(Finding {
+            line: pos.line,
+            offset: pos.offset,
+            kind,
+            reason,
+            run_id,
+        });
+    }
+
+    /// One line without its `\n`; `terminated` is false for bytes after the last newline.
+    pub fn line(&mut self, pos: Pos, raw: &[u8], terminated: bool) {
+        let end = pos.offset + raw.len() as u64 + u64::from(terminated);
+        let mut bytes = raw;
+        if pos.offset == 0 {
+            bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        }
+        bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        let primary = self.shard.0 == 0;
+        if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+            if primary {
+                self.counters.lines += 1;
+                self.counters.blank += 1;
+            }
+            return;
+        }
+        let text = match std::str::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                if primary {
+                    self.bad(
+                        pos,
+                        terminated,
+                        format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()),
+                    );
+                }
+                return;
+            }
+        };
+        if self.shard.1 > 1 {
+            let owner = match run_key(text) {
+                Ok(key) => shard_of(key.as_deref().unwrap_or(&self.default_run), self.shard.1),
+                Err(_) => 0,
+            };
+            if owner != self.shard.0 {
+                return;
+            }
+        }
+        match parse_line(text) {
+            Ok(ev) => {
+                self.counters.lines += 1;
+                self.event(pos, end, terminated, ev);
+            }
+            Err(e) => {
+                let reason = match memchr::memchr(0, bytes) {
+                    Some(i) => format!("NUL byte at byte {i} of the line ({e})"),
+                    None => e.to_string(),
+                };
+                self.bad(pos, terminated, reason);
+            }
+        }
+    }
+
+    fn bad(&mut self, pos: Pos, terminated: bool, reason: String) {
+        self.counters.lines += 1;
+        self.counters.skipped += 1;
+        let kind = if terminated {
+            FindingKind::BadLine
+        } else {
+            FindingKind::TornTail
+        };
+        self.finding(pos, kind, reason, None);
+    }
+
+    fn event(&mut self, pos: Pos, end: u64, terminated: bool, ev: Event<'_>) {
+        let c = &mut self.counters;
+        c.dialect[ev.dialect as usize] += 1;
+        if ev.kind == Kind::Other {
+            *c.other.entry(ev.name.to_string()).or_default() += 1;
+        } else {
+            *c.kind.entry(ev.kind).or_default() += 1;
+        }
+        let key = ev.run_id.as_deref().unwrap_or(&self.default_run);
+        let state = match self.runs.get_mut(key) {
+            Some(s) => s,
+            None => self
+                .runs
+                .entry(key.to_string())
+                .or_insert_with(|| RunState::new(key)),
+        };
+        let mut seq_finding = None;
+        let mut keep_seq = None;
+        if let (Some(seq), Some(last)) = (ev.seq, state.last_seq) {
+            if seq == last {
+                seq_finding = Some((
+                    FindingKind::SeqDuplicate,
+                    format!("seq {seq} repeats the previous event's; not applied"),
+                ));
+            } else if seq < last {
+                seq_finding = Some((
+                    FindingKind::SeqReorder,
+                    format!("seq {seq} after seq {last}"),
+                ));
+                keep_seq = Some(last);
+            } else if seq > last + 1 {
+                seq_finding = Some((
+                    FindingKind::SeqGap,
+                    format!("seq jumps from {last} to {seq}"),
+                ));
+            }
+        } else if let (Some(seq), None, 0) = (ev.seq, state.last_seq, state.events)
+            && seq > 1
+        {
+            seq_finding = Some((FindingKind::SeqGap, format!("first event has seq {seq}")));
+        }
+        let duplicate = matches!(seq_finding, Some((FindingKind::SeqDuplicate, _)));
+        if !duplicate {
+            apply_mut(state, &ev);
+            if keep_seq.is_some() {
+                state.last_seq = keep_seq;
+            }
+            state.log = LogMark {
+                offset: end,
+                line: pos.line,
+                len: end - pos.offset - u64::from(terminated),
+                fingerprint: None,
+            };
+        }
+        if let Some((kind, reason)) = seq_finding {
+            let run = Some(key.to_string());
+            self.finding(pos, kind, reason, run);
+        }
+    }
+
+    pub fn finish(self) -> Outcome {
+        let c = self.counters;
+        let mut stats = Stats {
+            lines: c.lines,
+            blank: c.blank,
+            skipped: c.skipped,
+            ..Stats::default()
+        };
+        for d in [Dialect::Native, Dialect::AifLoop, Dialect::Avenor] {
+            if c.dialect[d as usize] > 0 {
+                stats
+                    .by_dialect
+                    .insert(d.name().into(), c.dialect[d as usize]);
+            }
+        }
+        for (k, n) in c.kind {
+            stats.by_event.insert(k.name().into(), n);
+            stats.events += n;
+        }
+        for (name, n) in c.other {
+            stats.unknown += n;
+            stats.events += n;
+            *stats.by_event.entry(name).or_default() += n;
+        }
+        let mut findings = self.findings;
+        findings.sort();
+        Outcome {
+            runs: self.runs.into_iter().collect(),
+            findings,
+            stats,
+        }
+    }
+
+    /// Merges the outcomes of shards of one replay.
+    pub fn merge(parts: Vec<Outcome>) -> Outcome {
+        let mut out = Outcome {
+            runs: BTreeMap::new(),
+            findings: Vec::new(),
+            stats: Stats::default(),
+        };
+        for p in parts {
+            out.runs.extend(p.runs);
+            out.findings.extend(p.findings);
+            let s = &mut out.stats;
+            s.lines += p.stats.lines;
+            s.blank += p.stats.blank;
+            s.events += p.stats.events;
+            s.skipped += p.stats.skipped;
+            s.unknown += p.stats.unknown;
+            for (k, n) in p.stats.by_dialect {
+                *s.by_dialect.entry(k).or_default() += n;
+            }
+            for (k, n) in p.stats.by_event {
+                *s.by_event.entry(k).or_default() += n;
+            }
+        }
+        out.findings.sort();
+        out
+    }
+}
+
+/// Replays a whole in-memory log in one pass (tests, small inputs).
+pub fn replay_bytes(default_run: &str, bytes: &[u8]) -> Outcome {
+    let mut r = Replay::new(default_run);
+    let mut sp = crate::lines::Splitter::new(crate::lines::DEFAULT_MAX_LINE);
+    sp.push(bytes, |p| r.piece(p));
+    sp.finish(|p| r.piece(p));
+    r.finish()
+}

@@ -1,0 +1,475 @@
+//! `RunState` (what `run.json` holds) and the reducer `apply(state, event) -> state`.
+//! Pure: no clock, no I/O; the same events always give the same state.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::{Event, Kind};
+use crate::ts::Ts;
+
+/// The seed's stagnation rule: a score gain under this counts as no progress.
+pub const STAGNATION_MIN_DELTA: f64 = 0.02;
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, PartialOrd, Ord, Hash,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    #[default]
+    Running,
+    Completed,
+    Stopped,
+    Failed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Completed => "completed",
+            Status::Stopped => "stopped",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Stop {
+    pub passed: bool,
+    /// Canonical reason (`threshold_reached`, `user_stop`, ...), empty while running.
+    pub reason: String,
+    /// Free text that followed the reason in the log, if any (`user_stop - <detail>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScorePoint {
+    pub iteration: u64,
+    pub phase: String,
+    pub score: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+}
+
+/// Where the state was last brought up to: the log position after the last applied line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LogMark {
+    /// Byte offset just past the last line applied to this run.
+    pub offset: u64,
+    /// 1-based line number of that line.
+    pub line: u64,
+    /// Length of that line in bytes, without its newline.
+    pub len: u64,
+    /// `fingerprint` of that line, filled in when the state is written out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+}
+
+/// The projection written to `run.json`: aif-loop's fields first, then loopctl's own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RunState {
+    pub run_id: String,
+    pub task_alias: String,
+    pub status: Status,
+    pub iteration: u64,
+    pub max_iterations: Option<u64>,
+    pub phase: String,
+    pub current_step: Option<String>,
+    pub task: Option<Value>,
+    pub criteria: Option<Value>,
+    pub evaluation: Option<Value>,
+    pub stop: Stop,
+    pub last_score: f64,
+    pub stagnation_count: u64,
+    pub created_at: Option<Ts>,
+    pub updated_at: Option<Ts>,
+    // loopctl's own fields.
+    pub last_seq: Option<u64>,
+    pub events: u64,
+    pub score_history: Vec<ScorePoint>,
+    pub iterations_completed: u64,
+    pub exit_reason: Option<String>,
+    pub exit_label: Option<String>,
+    pub tokens: Tokens,
+    pub retries: u64,
+    pub phase_errors: u64,
+    pub last_error: Option<String>,
+    pub unknown_events: u64,
+    /// True once a loop start (`run_started`, `avenor.loop.start`) was seen.
+    pub loop_started: bool,
+    pub log: LogMark,
+}
+
+impl RunState {
+    pub fn new(run_id: &str) -> RunState {
+        RunState {
+            run_id: run_id.to_string(),
+            task_alias: alias_of(run_id).to_string(),
+            phase: "A".into(),
+            ..RunState::default()
+        }
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        self.status != Status::Running
+    }
+}
+
+/// aif-loop run ids are `<alias>-<yyyyMMdd-HHmmss>`, optionally followed by more; the alias is
+/// what comes before the stamp. Anything else is its own alias.
+pub fn alias_of(run_id: &str) -> &str {
+    let b = run_id.as_bytes();
+    let stamp = |i: usize| {
+        b.len() >= i + 16
+            && b[i] == b'-'
+            && b[i + 1..i + 9].iter().all(u8::is_ascii_digit)
+            && b[i + 9] == b'-'
+            && b[i + 10..i + 16].iter().all(u8::is_ascii_digit)
+            && (b.len() == i + 16 || b[i + 16] == b'-')
+    };
+    (1..b.len())
+        .find(|&i| stamp(i))
+        .map_or(run_id, |i| &run_id[..i])
+}
+
+/// Maps a reason as written to (canonical reason, status, detail).
+fn classify_reason(raw: &str, event_status: Option<&str>) -> (String, Status, Option<String>) {
+    let raw = raw.trim();
+    let end = raw
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(raw.len());
+    let (word, rest) = raw.split_at(end);
+    let mut detail = rest
+        .trim_start_matches([' ', '-', ':', '\u{2014}', '\u{2013}'])
+        .trim();
+    if let Some(inner) = detail.strip_prefix('(').and_then(|d| d.strip_suffix(')')) {
+        detail = inner.trim();
+    }
+    let word = match word {
+        "max_iterations" => "iteration_limit",
+        "budget_exhausted" => "budget_exceeded",
+        w => w,
+    };
+    let status = match word {
+        "threshold_reached" | "no_major_issues" => Status::Completed,
+        "user_stop" | "iteration_limit" | "stagnation" | "budget_exceeded" => Status::Stopped,
+        "phase_error" => Status::Failed,
+        _ => match event_status {
+            Some("completed") => Status::Completed,
+            Some("failed" | "error") => Status::Failed,
+            _ => Status::Stopped,
+        },
+    };
+    if word.is_empty() {
+        return (raw.to_string(), status, None);
+    }
+    (
+        word.to_string(),
+        status,
+        (!detail.is_empty()).then(|| detail.to_string()),
+    )
+}
+
+/// Avenor / native `exit_reason` to (status, canonical reason).
+pub fn classify_exit(exit_reason: &str, label: Option<&str>) -> (Status, String) {
+    match exit_reason {
+        "marker" => (Status::Completed, "marker".into()),
+        "end_turn" => (Status::Completed, "end_turn".into()),
+        "max_iterations" => (Status::Stopped, "iteration_limit".into()),
+        "abort" => (
+            Status::Stopped,
+            label.filter(|l| !l.is_empty()).unwrap_or("abort").into(),
+        ),
+        "cancelled" => (Status::Stopped, "user_stop".into()),
+        "phase_failure" => (Status::Failed, "phase_error".into()),
+        "timeout" => (Status::Failed, "timeout".into()),
+        other => (Status::Stopped, other.into()),
+    }
+}
+
+fn str_of(v: &Value, k: &str) -> Option<String> {
+    v.get(k).and_then(Value::as_str).map(str::to_string)
+}
+
+fn u64_of(v: &Value, keys: &[&str]) -> Option<u64> {
+    keys.iter().find_map(|k| v.get(*k).and_then(Value::as_u64))
+}
+
+/// The reducer, by value.
+pub fn apply(mut state: RunState, ev: &Event<'_>) -> RunState {
+    apply_mut(&mut state, ev);
+    state
+}
+
+/// The reducer, in place (what replay uses).
+pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
+    s.events += 1;
+    if ev.seq.is_some() {
+        s.last_seq = ev.seq;
+    }
+    if let Some(ts) = ev.ts {
+        s.created_at.get_or_insert(ts);
+        s.updated_at = Some(ts);
+    }
+    if let Some(i) = ev.iteration {
+        s.iteration = s.iteration.max(i);
+    }
+    if let Some(p) = ev.phase.as_deref()
+        && ev.kind != Kind::PhaseSwitched
+    {
+        s.phase = p.to_string();
+    }
+    if let Some(step) = ev.step.as_deref() {
+        s.current_step = Some(step.to_string());
+    }
+    let f = &ev.facts;
+    s.tokens.input += f.tokens_in.unwrap_or(0);
+    s.tokens.output += f.tokens_out.unwrap_or(0);
+
+    match ev.kind {
+        Kind::RunStarted => {
+            let p = ev.payload_value();
+            s.loop_started = true;
+            s.status = Status::Running;
+            s.stop = Stop::default();
+            s.exit_reason = None;
+            s.exit_label = None;
+            if let Some(a) = str_of(&p, "task_alias") {
+                s.task_alias = a;
+            }
+            let config = p.get("config").cloned().unwrap_or(Value::Null);
+            if let Some(m) =
+                u64_of(&p, &["max_iterations"]).or_else(|| u64_of(&config, &["max_iterations"]))
+            {
+                s.max_iterations = Some(m);
+            }
+            s.task = match (p.get("task"), p.get("goal")) {
+                (Some(Value::String(t)), _) | (None, Some(Value::String(t))) => {
+                    Some(serde_json::json!({ "prompt": t }))
+                }
+                (Some(t @ Value::Object(_)), _) => Some(t.clone()),
+                _ => s.task.take(),
+            };
+            if let Some(c) = p.get("criteria").filter(|c| c.is_object()) {
+                s.criteria = Some(c.clone());
+            }
+        }
+        Kind::RunResumed => {
+            s.status = Status::Running;
+            s.stop = Stop::default();
+            s.exit_reason = None;
+            s.exit_label = None;
+        }
+        Kind::EvaluationDone => {
+            if let Some(score) = f.score {
+                let blockers = f.failed.as_ref().is_some_and(|v| !v.is_empty())
+                    || f.fail_count.unwrap_or(0) > 0;
+                let phase = ev.phase.as_deref().unwrap_or(&s.phase);
+                // The first evaluation in a new quality phase re-scores the same artifact against
+                // more rules: a baseline, not a lack of progress.
+                let new_phase = s.score_history.last().is_some_and(|p| p.phase != phase);
+                // Scores are decimals written as binary floats: 0.80 -> 0.82 must count as 0.02.
+                if score - s.last_score >= STAGNATION_MIN_DELTA - 1e-9 {
+                    s.stagnation_count = 0;
+                } else if !blockers && !new_phase {
+                    s.stagnation_count += 1;
+                }
+                s.last_score = score;
+                s.score_history.push(ScorePoint {
+                    iteration: ev.iteration.unwrap_or(s.iteration),
+                    phase: ev.phase.as_deref().unwrap_or(&s.phase).to_string(),
+                    score,
+                    passed: f.passed,
+                    seq: ev.seq,
+                });
+            }
+            s.evaluation = Some(ev.payload_value());
+        }
+        Kind::IterationAdvanced => {
+            if let Some(n) = f.new_iteration {
+                s.iteration = s.iteration.max(n);
+                s.iterations_completed = s.iterations_completed.max(n.saturating_sub(1));
+            }
+        }
+        Kind::PhaseSwitched => {
+            if let Some(to) = str_of(&ev.payload_value(), "to_phase") {
+                s.phase = to;
+            }
+        }
+        Kind::PhaseRetry => s.retries += 1,
+        Kind::PhaseError => {
+            s.phase_errors += 1;
+            s.last_error = Some(error_text(ev));
+        }
+        Kind::SessionEnded if !s.loop_started => {
+            let p = ev.payload_value();
+            let stop_reason = str_of(&p, "stop_reason").unwrap_or_else(|| "end_turn".into());
+            let (status, reason) = match stop_reason.as_str() {
+                "end_turn" => (Status::Completed, "end_turn".to_string()),
+                "cancelled" => (Status::Stopped, "user_stop".to_string()),
+                other => (Status::Failed, other.to_string()),
+            };
+            s.status = status;
+            s.stop = Stop {
+                passed: status == Status::Completed,
+                reason,
+                detail: None,
+            };
+            s.exit_reason = Some(stop_reason);
+        }
+        Kind::Stopped => {
+            let p = ev.payload_value();
+            if let Some(exit) = str_of(&p, "exit_reason") {
+                let label = str_of(&p, "exit_label");
+                let (status, reason) = classify_exit(&exit, label.as_deref());
+                s.status = status;
+                s.stop = Stop {
+                    passed: status == Status::Completed,
+                    reason,
+                    detail: None,
+                };
+                s.exit_reason = Some(exit);
+                s.exit_label = label;
+            } else {
+                let raw = f.reason.clone().unwrap_or_else(|| "user_stop".into());
+                let (reason, status, detail) = classify_reason(&raw, ev.status.as_deref());
+                s.status = status;
+                s.stop = Stop {
+                    passed: status == Status::Completed,
+                    reason,
+                    detail,
+                };
+            }
+            if let Some(score) = f
+                .score
+                .or_else(|| p.get("final_score").and_then(Value::as_f64))
+            {
+                s.last_score = score;
+            }
+            if let Some(n) = u64_of(
+                &p,
+                &["iterations_completed", "iterations_used", "iterations"],
+            ) {
+                s.iterations_completed = n;
+            }
+            if s.max_iterations.is_none() {
+                s.max_iterations = u64_of(&p, &["max_iterations"]);
+            }
+            if s.status == Status::Failed {
+                s.last_error = str_of(&p, "error").or(s.last_error.take());
+            }
+        }
+        Kind::Failed => {
+            let p = ev.payload_value();
+            let raw = f.reason.clone().unwrap_or_else(|| "phase_error".into());
+            let (reason, _, detail) = classify_reason(&raw, Some("failed"));
+            s.status = Status::Failed;
+            s.stop = Stop {
+                passed: false,
+                reason,
+                detail,
+            };
+            s.last_error = str_of(&p, "error").or(s.last_error.take());
+        }
+        Kind::Other => s.unknown_events += 1,
+        _ => {}
+    }
+}
+
+fn error_text(ev: &Event<'_>) -> String {
+    let p = ev.payload_value();
+    ["error", "message", "reason"]
+        .iter()
+        .find_map(|k| str_of(&p, k))
+        .unwrap_or_else(|| ev.payload.as_deref().unwrap_or("").to_string())
+}
+
+/// FNV-1a 64 of a log line, hex: `run.json` records the fingerprint of the last line it
+/// reflects so a later reader can tell whether the log under it is still the same.
+pub fn fingerprint(line: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in line {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_strip_the_aif_stamp() {
+        assert_eq!(
+            alias_of("courses-api-ddd-20260218-120000"),
+            "courses-api-ddd"
+        );
+        assert_eq!(
+            alias_of("billing-svc-20260218-120000-000042"),
+            "billing-svc"
+        );
+        assert_eq!(alias_of("plain"), "plain");
+        assert_eq!(alias_of("x-2026021-120000"), "x-2026021-120000");
+    }
+
+    #[test]
+    fn reasons_map_to_the_seed_statuses() {
+        let c = |r: &str| classify_reason(r, None);
+        assert_eq!(c("threshold_reached").1, Status::Completed);
+        assert_eq!(c("no_major_issues").1, Status::Completed);
+        for r in [
+            "user_stop",
+            "iteration_limit",
+            "stagnation",
+            "budget_exceeded",
+        ] {
+            assert_eq!(c(r).1, Status::Stopped, "{r}");
+        }
+        assert_eq!(c("phase_error").1, Status::Failed);
+        assert_eq!(
+            c("user_stop - stopped to start new test-integration loop"),
+            (
+                "user_stop".into(),
+                Status::Stopped,
+                Some("stopped to start new test-integration loop".into())
+            )
+        );
+        assert_eq!(c("max_iterations").0, "iteration_limit");
+        assert_eq!(c("user_stop (lunch)").2.as_deref(), Some("lunch"));
+        assert_eq!(c("?? odd"), ("?? odd".into(), Status::Stopped, None));
+        assert_eq!(
+            classify_reason("odd", Some("completed")).1,
+            Status::Completed
+        );
+    }
+
+    #[test]
+    fn exit_reasons_map_like_the_runner_issue_says() {
+        assert_eq!(classify_exit("marker", None).0, Status::Completed);
+        assert_eq!(classify_exit("end_turn", None).0, Status::Completed);
+        assert_eq!(
+            classify_exit("max_iterations", None),
+            (Status::Stopped, "iteration_limit".into())
+        );
+        assert_eq!(
+            classify_exit("abort", Some("needs a human")),
+            (Status::Stopped, "needs a human".into())
+        );
+        assert_eq!(
+            classify_exit("cancelled", None),
+            (Status::Stopped, "user_stop".into())
+        );
+        assert_eq!(classify_exit("phase_failure", None).0, Status::Failed);
+        assert_eq!(classify_exit("timeout", None).0, Status::Failed);
+    }
+}

@@ -1,0 +1,197 @@
+//! Timestamps as milliseconds since the Unix epoch, UTC.
+//!
+//! The common RFC 3339 shapes (`...Z`, with or without fractional seconds) are parsed by hand
+//! because every event carries one and replay throughput depends on it; anything else falls back
+//! to the `time` crate's full RFC 3339 parser.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ts(pub i64);
+
+impl Ts {
+    pub fn from_millis(ms: i64) -> Ts {
+        Ts(ms)
+    }
+
+    pub fn millis(self) -> i64 {
+        self.0
+    }
+
+    /// Parses RFC 3339 (any offset, any fraction length); returns `None` when it is not one.
+    pub fn parse_rfc3339(s: &str) -> Option<Ts> {
+        fast_parse(s.as_bytes()).or_else(|| {
+            let dt = OffsetDateTime::parse(s, &Rfc3339).ok()?;
+            i64::try_from(dt.unix_timestamp_nanos() / 1_000_000)
+                .ok()
+                .map(Ts)
+        })
+    }
+
+    /// `2026-02-18T12:01:10.123Z`: always UTC, always milliseconds.
+    pub fn to_rfc3339(self) -> String {
+        let days = self.0.div_euclid(86_400_000);
+        let rem = self.0.rem_euclid(86_400_000);
+        let (y, m, d) = civil_from_days(days);
+        let (h, mi, s, ms) = (
+            rem / 3_600_000,
+            rem / 60_000 % 60,
+            rem / 1000 % 60,
+            rem % 1000,
+        );
+        format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z")
+    }
+}
+
+impl std::fmt::Display for Ts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_rfc3339())
+    }
+}
+
+impl Serialize for Ts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_rfc3339())
+    }
+}
+
+impl<'de> Deserialize<'de> for Ts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Ts, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ts::parse_rfc3339(&s).ok_or_else(|| serde::de::Error::custom("not an RFC 3339 timestamp"))
+    }
+}
+
+fn digits(b: &[u8]) -> Option<i64> {
+    let mut n = 0i64;
+    for &c in b {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + i64::from(c - b'0');
+    }
+    Some(n)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z`; other shapes go to the slow path.
+fn fast_parse(b: &[u8]) -> Option<Ts> {
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' || !matches!(b[b.len() - 1], b'Z' | b'z') {
+        return None;
+    }
+    let (y, mo, d) = (digits(&b[0..4])?, digits(&b[5..7])?, digits(&b[8..10])?);
+    let (h, mi, s) = (
+        digits(&b[11..13])?,
+        digits(&b[14..16])?,
+        digits(&b[17..19])?,
+    );
+    let frac = &b[19..b.len() - 1];
+    let ms = match frac {
+        [] => 0,
+        [b'.', rest @ ..] if (1..=9).contains(&rest.len()) => {
+            let mut ms = 0;
+            for i in 0..3 {
+                let c = rest.get(i).copied().unwrap_or(b'0');
+                if !c.is_ascii_digit() {
+                    return None;
+                }
+                ms = ms * 10 + i64::from(c - b'0');
+            }
+            digits(rest)?;
+            ms
+        }
+        _ => return None,
+    };
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59 {
+        return None;
+    }
+    let days = days_from_civil(y, mo, d);
+    Some(Ts(days * 86_400_000
+        + h * 3_600_000
+        + mi * 60_000
+        + s * 1000
+        + ms))
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+// Howard Hinnant's days_from_civil / civil_from_days (proleptic Gregorian).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_the_shapes_seen_in_real_logs() {
+        let a = Ts::parse_rfc3339("2026-07-19T16:50:14Z").unwrap();
+        let b = Ts::parse_rfc3339("2026-07-19T16:50:14.000Z").unwrap();
+        let c = Ts::parse_rfc3339("2026-07-19T18:50:14+02:00").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a, c);
+        assert_eq!(a.to_rfc3339(), "2026-07-19T16:50:14.000Z");
+        assert_eq!(
+            Ts(1_715_000_000_000).to_rfc3339(),
+            "2024-05-06T12:53:20.000Z"
+        );
+        assert!(Ts::parse_rfc3339("2026-02-30T00:00:00Z").is_none());
+        assert!(Ts::parse_rfc3339("yesterday").is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn format_then_parse_is_identity(ms in -62_000_000_000_000i64..250_000_000_000_000i64) {
+            let t = Ts(ms);
+            prop_assert_eq!(Ts::parse_rfc3339(&t.to_rfc3339()), Some(t));
+        }
+
+        #[test]
+        fn fast_path_agrees_with_time_crate(ms in 0i64..4_000_000_000_000i64, frac in 0usize..4) {
+            let full = Ts(ms).to_rfc3339();
+            let s = match frac { 0 => format!("{}Z", &full[..19]), 1 => full.clone(),
+                                 2 => format!("{}123456Z", &full[..23]), _ => format!("{}Z", &full[..21]) };
+            let slow = OffsetDateTime::parse(&s, &Rfc3339).unwrap();
+            prop_assert_eq!(fast_parse(s.as_bytes()).map(|t| t.0),
+                            Some((slow.unix_timestamp_nanos() / 1_000_000) as i64));
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! `run.json`: rebuilt from the log, written atomically, checked against the log.
+//!
+//! A `run.json` written by loopctl is a snapshot: its `log` mark names the last line it
+//! reflects (offset, length, fingerprint). When the log still holds that line, replay starts
+//! after it; otherwise (a stale, corrupt or foreign file) the whole log is replayed. Fields the
+//! log cannot supply are salvaged from whatever `run.json` is there, and the report says so.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use loopctl_core::salvage::salvage_object;
+use loopctl_core::state::fingerprint;
+use loopctl_core::{Outcome, RunState};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::read::{ReadOptions, replay_file};
+use crate::{Result, StoreError, io_err};
+
+/// What was found in `run.json` before the rebuild.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Prior {
+    /// No `run.json`.
+    Missing,
+    /// A loopctl snapshot whose mark agrees with the log; replay continued from it.
+    Snapshot,
+    /// A loopctl snapshot whose mark does not match the log (log rewritten, truncated, replaced).
+    Mismatch,
+    /// Valid JSON written by another tool (aif-loop); used only for salvage and comparison.
+    Foreign,
+    /// Not valid JSON; what could be read was salvaged.
+    Damaged,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Provenance {
+    pub field: &'static str,
+    /// `log`, `run.json`, `run.json (salvaged)` or `none`.
+    pub source: &'static str,
+}
+
+pub struct Rebuilt {
+    pub outcome: Outcome,
+    /// The run `run.json` is about (`None` when the log holds no event).
+    pub state: Option<RunState>,
+    pub prior: Prior,
+    pub prior_detail: Option<String>,
+    /// Fields of the prior `run.json` that differ from the rebuilt state.
+    pub differences: Vec<String>,
+    pub provenance: Vec<Provenance>,
+    pub repairs: Vec<String>,
+}
+
+impl Rebuilt {
+    /// The bytes `recover` writes: pretty JSON and a final newline.
+    pub fn run_json(&self) -> Option<String> {
+        self.state.as_ref().map(render)
+    }
+}
+
+pub fn render(state: &RunState) -> String {
+    let mut s = serde_json::to_string_pretty(state).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// Reads `len` bytes at `offset`.
+fn read_at(path: &Path, offset: u64, len: u64) -> Result<Vec<u8>> {
+    let mut f = File::open(path).map_err(io_err(path))?;
+    f.seek(SeekFrom::Start(offset)).map_err(io_err(path))?;
+    let mut buf = vec![0; len as usize];
+    f.read_exact(&mut buf).map_err(io_err(path))?;
+    Ok(buf)
+}
+
+/// Whether the line a snapshot's mark names is still in the log, byte for byte.
+fn mark_agrees(log: &Path, s: &RunState) -> Result<bool> {
+    let m = &s.log;
+    let size = std::fs::metadata(log).map_err(io_err(log))?.len();
+    if m.offset == 0 || m.offset > size || m.len + 1 > m.offset || m.fingerprint.is_none() {
+        return Ok(false);
+    }
+    let bytes = read_at(log, m.offset - m.len - 1, m.len + 1)?;
+    Ok(bytes.last() == Some(&b'\n')
+        && m.fingerprint.as_deref() == Some(&fingerprint(&bytes[..bytes.len() - 1])))
+}
+
+/// Fills in the fingerprint of the last line the state reflects.
+fn stamp(log: &Path, s: &mut RunState) -> Result<()> {
+    if s.log.offset == 0 {
+        return Ok(());
+    }
+    let terminated = read_at(log, s.log.offset - 1, 1)?.first() == Some(&b'\n');
+    let start = s.log.offset - s.log.len - u64::from(terminated);
+    s.log.fingerprint = Some(fingerprint(&read_at(log, start, s.log.len)?));
+    Ok(())
+}
+
+/// Rebuilds the state of the run in `log`, using `run_json` as a snapshot when it agrees.
+/// With `use_snapshot` false the whole log is read (for full statistics). `pick` selects the run when the log holds several (else the one `run.json` names, else the
+/// one whose alias is `default_run`, else the most recently updated).
+pub fn rebuild(
+    log: &Path,
+    run_json: Option<&Path>,
+    opts: &ReadOptions,
+    pick: Option<&str>,
+    use_snapshot: bool,
+) -> Result<Rebuilt> {
+    let text = match run_json {
+        Some(p) => match std::fs::read(p) {
+            Ok(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_err(p)(e)),
+        },
+        None => None,
+    };
+    let mut prior = Prior::Missing;
+    let mut prior_detail = None;
+    let mut snapshot = None;
+    let mut fields = Map::new();
+    let mut repairs = Vec::new();
+    let mut salvaged_source = "run.json";
+    if let Some(text) = &text {
+        match serde_json::from_str::<Value>(text) {
+            Ok(v) => {
+                if let (Ok(s), true) = (
+                    serde_json::from_value::<RunState>(v.clone()),
+                    v.get("log").is_some(),
+                ) {
+                    if mark_agrees(log, &s)? {
+                        prior = Prior::Snapshot;
+                        snapshot = Some(s);
+                    } else {
+                        prior = Prior::Mismatch;
+                        prior_detail = Some(format!(
+                            "the line its log mark names (line {}, offset {}) is not in the log",
+                            s.log.line, s.log.offset
+                        ));
+                    }
+                } else {
+                    prior = Prior::Foreign;
+                }
+                if let Value::Object(m) = v {
+                    fields = m;
+                }
+            }
+            Err(e) => {
+                prior = Prior::Damaged;
+                prior_detail = Some(format!("not valid JSON: {e}"));
+                let s = salvage_object(text);
+                fields = s.fields;
+                repairs = s.repairs;
+                salvaged_source = "run.json (salvaged)";
+            }
+        }
+    }
+    let single = use_snapshot && pick.is_none() && snapshot.is_some();
+    let outcome = replay_file(log, opts, snapshot.as_ref().filter(|_| single))?;
+    let prior_id = fields
+        .get("run_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let chosen = pick
+        .map(str::to_string)
+        .or_else(|| {
+            (outcome.runs.len() == 1)
+                .then(|| outcome.runs.keys().next().cloned())
+                .flatten()
+        })
+        .or_else(|| prior_id.clone().filter(|id| outcome.runs.contains_key(id)))
+        .or_else(|| {
+            outcome
+                .runs
+                .values()
+                .find(|s| s.task_alias == opts.default_run || s.run_id == opts.default_run)
+                .map(|s| s.run_id.clone())
+        })
+        .or_else(|| {
+            outcome
+                .runs
+                .values()
+                .max_by_key(|s| (s.updated_at, s.events))
+                .map(|s| s.run_id.clone())
+        });
+    let mut state = match &chosen {
+        Some(id) => Some(outcome.runs.get(id).cloned().ok_or_else(|| {
+            StoreError::NotFound(format!(
+                "{}: no run {id:?} in this log (it holds: {})",
+                log.display(),
+                outcome.runs.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        })?),
+        None => None,
+    };
+    let mut provenance = Vec::new();
+    let mut differences = Vec::new();
+    if let Some(s) = state.as_mut() {
+        stamp(log, s)?;
+        let same_run = prior_id.as_deref().is_none_or(|id| id == s.run_id);
+        let source = if same_run { salvaged_source } else { "none" };
+        let mut take = |field: &'static str, have: bool, slot: &mut dyn FnMut(&Value) -> bool| {
+            let src = if have {
+                "log"
+            } else if same_run && fields.get(field).is_some_and(|v| !v.is_null() && slot(v)) {
+                source
+            } else {
+                "none"
+            };
+            provenance.push(Provenance { field, source: src });
+        };
+        take("task", s.task.is_some(), &mut |v| {
+            s.task = Some(v.clone());
+            true
+        });
+        take("criteria", s.criteria.is_some(), &mut |v| {
+            s.criteria = Some(v.clone());
+            true
+        });
+        take("max_iterations", s.max_iterations.is_some(), &mut |v| {
+            s.max_iterations = v.as_u64();
+            s.max_iterations.is_some()
+        });
+        if prior != Prior::Missing {
+            differences = compare(&fields, s);
+        }
+    }
+    Ok(Rebuilt {
+        outcome,
+        state,
+        prior,
+        prior_detail,
+        differences,
+        provenance,
+        repairs,
+    })
+}
+
+/// Fields a user reads off `run.json` that the prior file gets wrong.
+fn compare(prior: &Map<String, Value>, s: &RunState) -> Vec<String> {
+    let now = serde_json::to_value(s).unwrap_or(Value::Null);
+    let keys: Vec<&str> = if prior.contains_key("log") {
+        now.as_object()
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    } else {
+        vec![
+            "run_id",
+            "status",
+            "iteration",
+            "max_iterations",
+            "phase",
+            "current_step",
+            "last_score",
+        ]
+    };
+    let mut out: Vec<String> = keys
+        .into_iter()
+        .filter(|k| {
+            let (a, b) = (prior.get(*k), now.get(*k));
+            match (a.and_then(Value::as_f64), b.and_then(Value::as_f64)) {
+                (Some(x), Some(y)) => x != y,
+                _ => a != b && !(a.is_none() && b == Some(&Value::Null)),
+            }
+        })
+        .map(|k| {
+            format!(
+                "{k}: run.json has {}, the log says {}",
+                show(prior.get(k)),
+                show(now.get(k))
+            )
+        })
+        .collect();
+    let reason = |v: &Value| {
+        v.get("stop")
+            .and_then(|s| s.get("reason"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    if !prior.contains_key("log")
+        && reason(&Value::Object(prior.clone())).unwrap_or_default() != s.stop.reason
+    {
+        out.push(format!(
+            "stop.reason: run.json has {:?}, the log says {:?}",
+            reason(&Value::Object(prior.clone())).unwrap_or_default(),
+            s.stop.reason
+        ));
+    }
+    out
+}
+
+fn show(v: Option<&Value>) -> String {
+    match v {
+        None => "nothing".into(),
+        Some(v) => {
+            let s = v.to_string();
+            if s.len() > 60 {
+                format!(
+                    "{}…",
+                    &s[..s.char_indices().nth(57).map_or(s.len(), |(i, _)| i)]
+                )
+            } else {
+                s
+            }
+        }
+    }
+}
+
+/// Writes `run.json` atomically (temp file in the same folder, fsync, rename, fsync folder).
+pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
+    let mut f = atomic_write_file::AtomicWriteFile::options()
+        .open(path)
+        .map_err(io_err(path))?;
+    f.write_all(contents.as_bytes()).map_err(io_err(path))?;
+    f.commit().map_err(io_err(path))
+}
+
+/// Copies a prior `run.json` aside as `run.json.damaged` (`.damaged.2`, ... when taken):
+/// never overwrites an earlier copy.
+pub fn keep_aside(path: &Path) -> Result<PathBuf> {
+    let base = path.with_extension("json.damaged");
+    let mut target = base.clone();
+    let mut n = 1;
+    while target.exists() {
+        n += 1;
+        target = PathBuf::from(format!("{}.{n}", base.display()));
+    }
+    std::fs::copy(path, &target).map_err(io_err(&target))?;
+    File::open(&target)
+        .and_then(|f| f.sync_all())
+        .map_err(io_err(&target))?;
+    Ok(target)
+}

@@ -1,0 +1,110 @@
+use clap::Args as ClapArgs;
+use loopctl_store::snapshot::Prior;
+use serde_json::json;
+
+use super::Ctx;
+use crate::{exit, output};
+
+/// Report the integrity of a log: events by dialect and type, torn tail, damaged lines, seq
+/// gaps/duplicates/reordering, and whether run.json agrees with the log.
+///
+/// Exit code: 0 clean; 1 findings (anything in the log, or a run.json that is damaged or
+/// disagrees with the log); 2 the log could not be read.
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Run folder, log file, or run id/alias under the root (default: the active run).
+    run: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let run = ctx.resolve(a.run.as_deref())?;
+    let rebuilt = ctx.rebuild(&run, None, false)?;
+    let o = &rebuilt.outcome;
+    let run_json_bad = matches!(rebuilt.prior, Prior::Damaged | Prior::Mismatch)
+        || !rebuilt.differences.is_empty();
+    let clean = o.findings.is_empty() && !run_json_bad;
+    if a.json {
+        output::json_pretty(&json!({
+            "log": run.log,
+            "clean": clean,
+            "runs": o.runs.len(),
+            "stats": o.stats,
+            "findings": o.findings,
+            "run_json": {
+                "path": run.run_json,
+                "prior": rebuilt.prior,
+                "detail": rebuilt.prior_detail,
+                "agrees": !run_json_bad,
+                "differences": rebuilt.differences,
+            },
+        }));
+    } else {
+        let s = &o.stats;
+        let mut text = format!(
+            "{}\n  {} lines: {} events in {} run(s), {} blank, {} skipped\n",
+            run.log.display(),
+            s.lines,
+            s.events,
+            o.runs.len(),
+            s.blank,
+            s.skipped
+        );
+        let dialects: Vec<String> = s
+            .by_dialect
+            .iter()
+            .map(|(d, n)| format!("{d} {n}"))
+            .collect();
+        text += &format!(
+            "  dialects: {}\n",
+            if dialects.is_empty() {
+                "-".into()
+            } else {
+                dialects.join(", ")
+            }
+        );
+        let mut by: Vec<_> = s.by_event.iter().collect();
+        by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        text += &format!(
+            "  events: {}\n",
+            by.iter()
+                .map(|(e, n)| format!("{e} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if s.unknown > 0 {
+            text += &format!(
+                "  {} event(s) of types loopctl does not know (kept)\n",
+                s.unknown
+            );
+        }
+        let rj = match rebuilt.prior {
+            Prior::Missing => "none".to_string(),
+            Prior::Snapshot if rebuilt.differences.is_empty() => "agrees with the log".into(),
+            Prior::Snapshot => "a loopctl snapshot behind the log".into(),
+            Prior::Mismatch => format!(
+                "a snapshot of another log: {}",
+                rebuilt.prior_detail.clone().unwrap_or_default()
+            ),
+            Prior::Foreign if rebuilt.differences.is_empty() => "agrees with the log".into(),
+            Prior::Foreign => "disagrees with the log".into(),
+            Prior::Damaged => format!(
+                "damaged ({})",
+                rebuilt.prior_detail.clone().unwrap_or_default()
+            ),
+        };
+        text += &format!("  run.json: {rj}\n");
+        for d in &rebuilt.differences {
+            text += &format!("    {d}\n");
+        }
+        text += if clean {
+            "  clean\n"
+        } else {
+            "  findings: see above; `loopctl recover` rewrites run.json from the log\n"
+        };
+        output::print(&text);
+        output::findings(&run.log, &o.findings);
+    }
+    Ok(if clean { exit::OK } else { exit::FINDINGS })
+}

@@ -1,0 +1,155 @@
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use clap::Args as ClapArgs;
+use indicatif::{ProgressBar, ProgressStyle};
+use loopctl_core::RunState;
+use loopctl_store::discover::{self, RunRef};
+use loopctl_store::read::{ReadOptions, replay_file};
+use serde::Serialize;
+
+use super::Ctx;
+use crate::output;
+
+/// List the runs under a root with their state rebuilt from each log (run.json is not trusted).
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Root folder to scan (default: the root).
+    root: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Row {
+    alias: String,
+    run_id: String,
+    status: &'static str,
+    stop_reason: String,
+    iteration: u64,
+    max_iterations: Option<u64>,
+    phase: String,
+    last_score: f64,
+    updated_at: Option<String>,
+    events: u64,
+    findings: usize,
+    path: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+fn row(run: &RunRef, opts: &ReadOptions) -> Row {
+    let opts = ReadOptions {
+        default_run: run.name.clone(),
+        threads: 1,
+        ..opts.clone()
+    };
+    let (state, findings, error) = match replay_file(&run.log, &opts, None) {
+        Ok(o) => {
+            let n = o.findings.len();
+            // A run folder normally holds one run; name the folder's if it holds several.
+            let s = o
+                .runs
+                .values()
+                .find(|s| s.task_alias == run.name || s.run_id == run.name)
+                .or(o.runs.values().next())
+                .cloned();
+            (s, n, None)
+        }
+        Err(e) => (None, 0, Some(e.to_string())),
+    };
+    let s = state.unwrap_or_else(|| RunState::new(&run.name));
+    Row {
+        alias: run.name.clone(),
+        run_id: s.run_id,
+        status: if error.is_some() {
+            "unreadable"
+        } else {
+            s.status.as_str()
+        },
+        stop_reason: s.stop.reason,
+        iteration: s.iteration,
+        max_iterations: s.max_iterations,
+        phase: s.phase,
+        last_score: s.last_score,
+        updated_at: s.updated_at.map(|t| t.to_string()),
+        events: s.events,
+        findings,
+        path: run.dir.clone().unwrap_or_default(),
+        error,
+    }
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let root = a.root.unwrap_or_else(|| ctx.root.clone());
+    let runs = discover::list_runs(&root)
+        .map_err(|e| anyhow::anyhow!("{e} (is it a loopctl or aif-loop root?)"))?;
+    let bar = if runs.len() > 200 && !a.json {
+        ProgressBar::new(runs.len() as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} runs {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let next = AtomicUsize::new(0);
+    let threads = ctx.read.threads.min(runs.len()).max(1);
+    let mut rows: Vec<(usize, Row)> = std::thread::scope(|sc| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                sc.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(r) = runs.get(i) else { break };
+                        out.push((i, row(r, &ctx.read)));
+                        bar.inc(1);
+                    }
+                    out
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
+    bar.finish_and_clear();
+    rows.sort_by_key(|(i, _)| *i);
+    let rows: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
+    if a.json {
+        output::print(&format!("{}\n", serde_json::to_string(&rows)?));
+        return Ok(crate::exit::OK);
+    }
+    if rows.is_empty() {
+        output::print(&format!("no runs under {}\n", root.display()));
+        return Ok(crate::exit::OK);
+    }
+    let mut t = output::table(&["ALIAS", "STATUS", "ITERATION", "LAST SCORE", "UPDATED"]);
+    for r in &rows {
+        let iter = r
+            .max_iterations
+            .map_or(r.iteration.to_string(), |m| format!("{}/{m}", r.iteration));
+        let status = if r.stop_reason.is_empty() {
+            r.status.to_string()
+        } else {
+            format!("{} ({})", r.status, r.stop_reason)
+        };
+        t.add_row(vec![
+            r.alias.clone(),
+            status,
+            iter,
+            output::score(r.last_score),
+            r.updated_at.clone().unwrap_or_default(),
+        ]);
+    }
+    output::print(&format!("{t}\n"));
+    let damaged = rows.iter().filter(|r| r.findings > 0).count();
+    if damaged > 0 {
+        output::note(&format!(
+            "{damaged} run(s) have findings in their log; `loopctl check RUN` says which"
+        ));
+    }
+    Ok(crate::exit::OK)
+}

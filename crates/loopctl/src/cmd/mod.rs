@@ -1,0 +1,83 @@
+//! One module per command. Each parses its arguments, calls the store, prints.
+
+pub mod check;
+pub mod history;
+pub mod list;
+pub mod recover;
+pub mod replay;
+pub mod status;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use loopctl_store::discover::{self, RunRef};
+use loopctl_store::read::ReadOptions;
+use loopctl_store::snapshot::{Rebuilt, rebuild};
+
+use crate::{exit, output};
+
+pub struct Ctx {
+    pub root: PathBuf,
+    pub strict: bool,
+    pub read: ReadOptions,
+}
+
+impl Ctx {
+    pub fn new(root: Option<&Path>, strict: bool, max_line: usize, threads: Option<usize>) -> Ctx {
+        let mut read = ReadOptions {
+            max_line,
+            ..ReadOptions::default()
+        };
+        if let Some(t) = threads {
+            read.threads = t.max(1);
+        }
+        Ctx {
+            root: discover::default_root(root),
+            strict,
+            read,
+        }
+    }
+
+    pub fn resolve(&self, spec: Option<&str>) -> anyhow::Result<RunRef> {
+        Ok(discover::resolve(spec, &self.root)?)
+    }
+
+    pub fn opts_for(&self, run: &RunRef) -> ReadOptions {
+        ReadOptions {
+            default_run: run.name.clone(),
+            ..self.read.clone()
+        }
+    }
+
+    /// Rebuilds `run` from its log (and its run.json, as snapshot or salvage source).
+    pub fn rebuild(
+        &self,
+        run: &RunRef,
+        pick: Option<&str>,
+        use_snapshot: bool,
+    ) -> anyhow::Result<Rebuilt> {
+        rebuild(
+            &run.log,
+            run.run_json.as_deref(),
+            &self.opts_for(run),
+            pick,
+            use_snapshot,
+        )
+        .with_context(|| format!("replaying {}", run.log.display()))
+    }
+
+    /// Prints findings; under `--strict` turns them into the findings exit code.
+    pub fn report_findings(&self, run: &RunRef, rebuilt: &Rebuilt) -> u8 {
+        let f = &rebuilt.outcome.findings;
+        output::findings(&run.log, f);
+        if self.strict && !f.is_empty() {
+            output::error(&format!(
+                "{} finding(s) in {} (--strict)",
+                f.len(),
+                run.log.display()
+            ));
+            return exit::FINDINGS;
+        }
+        exit::OK
+    }
+}

@@ -1,0 +1,115 @@
+use clap::Args as ClapArgs;
+use loopctl_store::snapshot::{Prior, keep_aside, write_atomic};
+use serde_json::json;
+
+use super::Ctx;
+use crate::{exit, output};
+
+/// Rewrite run.json from the log, keeping a damaged or disagreeing run.json beside it.
+///
+/// The whole log is replayed. Fields the log cannot supply (task, criteria, max_iterations of
+/// an aif-loop run without run_started) are salvaged from the old run.json where it can be read,
+/// and the report says where each came from. The old file is copied to run.json.damaged
+/// (.damaged.2, ...) before the new one replaces it atomically.
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Run folder, log file, or run id/alias under the root (default: the active run).
+    run: Option<String>,
+    /// The run to recover when the log holds several.
+    #[arg(long, value_name = "RUN_ID")]
+    run_id: Option<String>,
+    /// Say what would be written without writing.
+    #[arg(long)]
+    dry_run: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let run = ctx.resolve(a.run.as_deref())?;
+    let rebuilt = ctx.rebuild(&run, a.run_id.as_deref(), false)?;
+    let mut code = ctx.report_findings(&run, &rebuilt);
+    let runs = rebuilt.outcome.runs.len();
+    if runs > 1 && a.run_id.is_none() {
+        anyhow::bail!(
+            "{} holds {runs} runs; pass --run-id ID to recover one (see `loopctl replay {}`)",
+            run.log.display(),
+            run.log.display()
+        );
+    }
+    let Some(text) = rebuilt.run_json() else {
+        anyhow::bail!(
+            "{}: the log holds no event; nothing to recover from (start a new run)",
+            run.log.display()
+        );
+    };
+    let target = run
+        .run_json
+        .clone()
+        .unwrap_or_else(|| run.log.with_extension("run.json"));
+    let old = std::fs::read(&target).ok();
+    let unchanged = old.as_deref() == Some(text.as_bytes());
+    let mut kept = None;
+    if !a.dry_run && !unchanged {
+        if old.is_some() && rebuilt.prior != Prior::Snapshot {
+            kept = Some(keep_aside(&target)?);
+        }
+        write_atomic(&target, &text)?;
+    }
+    let state = rebuilt.state.as_ref();
+    if a.json {
+        output::json_pretty(&json!({
+            "run_json": target,
+            "written": !a.dry_run && !unchanged,
+            "kept_aside": kept,
+            "prior": rebuilt.prior,
+            "prior_detail": rebuilt.prior_detail,
+            "differences": rebuilt.differences,
+            "provenance": rebuilt.provenance,
+            "repairs": rebuilt.repairs,
+            "findings": rebuilt.outcome.findings,
+            "state": state,
+        }));
+    } else if let Some(s) = state {
+        let verb = if a.dry_run {
+            "would write"
+        } else if unchanged {
+            "already up to date:"
+        } else {
+            "wrote"
+        };
+        output::print(&format!(
+            "{verb} {}\n  status {} ({}), iteration {}, phase {}, last score {}, {} events\n",
+            target.display(),
+            s.status.as_str(),
+            if s.stop.reason.is_empty() {
+                "-"
+            } else {
+                &s.stop.reason
+            },
+            s.iteration,
+            s.phase,
+            output::score(s.last_score),
+            s.events
+        ));
+        if let Some(d) = &rebuilt.prior_detail {
+            output::print(&format!("  previous run.json: {d}\n"));
+        }
+        for d in &rebuilt.differences {
+            output::print(&format!("  corrected {d}\n"));
+        }
+        for r in &rebuilt.repairs {
+            output::print(&format!("  salvage: {r}\n"));
+        }
+        for p in rebuilt.provenance.iter().filter(|p| p.source != "log") {
+            output::print(&format!("  {} from {}\n", p.field, p.source));
+        }
+        if let Some(k) = &kept {
+            output::print(&format!("  kept the previous file as {}\n", k.display()));
+        }
+    }
+    if rebuilt.prior == Prior::Damaged && code == exit::OK && ctx.strict {
+        code = exit::FINDINGS;
+    }
+    Ok(code)
+}

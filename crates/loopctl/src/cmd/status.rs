@@ -1,0 +1,84 @@
+use clap::Args as ClapArgs;
+use loopctl_store::discover;
+use serde_json::json;
+
+use super::Ctx;
+use crate::output;
+
+/// Show a run's state, rebuilt from its log: alias, status, iteration, phase, step, last score,
+/// last update. With no RUN, the active run named by current.json, checked against its log.
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Run folder, log file, or run id/alias under the root (default: the active run).
+    run: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let current = discover::read_current(&ctx.root);
+    if a.run.is_none() && current.is_none() {
+        if a.json {
+            output::json_pretty(&json!({ "active": null }));
+        } else {
+            output::print(&format!(
+                "no active loop ({} has no current.json)\n",
+                ctx.root.display()
+            ));
+        }
+        return Ok(crate::exit::OK);
+    }
+    let run = ctx.resolve(a.run.as_deref())?;
+    let rebuilt = ctx.rebuild(&run, None, true)?;
+    let code = ctx.report_findings(&run, &rebuilt);
+    let Some(s) = rebuilt.state.as_ref() else {
+        anyhow::bail!("{}: the log holds no event", run.log.display());
+    };
+    // current.json is a hint: the log decides whether the run it names is still going.
+    let stale_current = a.run.is_none() && s.is_terminal();
+    if a.json {
+        output::json_pretty(&json!({
+            "alias": s.task_alias, "run_id": s.run_id, "status": s.status, "iteration": s.iteration,
+            "max_iterations": s.max_iterations, "phase": s.phase, "current_step": s.current_step,
+            "last_score": s.last_score, "stop": s.stop, "updated_at": s.updated_at,
+            "exit_reason": s.exit_reason, "events": s.events, "log": run.log,
+            "current_json_stale": stale_current, "findings": rebuilt.outcome.findings.len(),
+        }));
+    } else {
+        let mut t = output::table(&[
+            "ALIAS",
+            "STATUS",
+            "ITERATION",
+            "PHASE",
+            "STEP",
+            "LAST SCORE",
+            "UPDATED",
+        ]);
+        let iter = match s.max_iterations {
+            Some(m) => format!("{}/{m}", s.iteration),
+            None => s.iteration.to_string(),
+        };
+        let status = if s.stop.reason.is_empty() {
+            s.status.as_str().to_string()
+        } else {
+            format!("{} ({})", s.status.as_str(), s.stop.reason)
+        };
+        t.add_row(vec![
+            s.task_alias.clone(),
+            status,
+            iter,
+            s.phase.clone(),
+            s.current_step.clone().unwrap_or_default(),
+            output::score(s.last_score),
+            s.updated_at.map(|t| t.to_string()).unwrap_or_default(),
+        ]);
+        output::print(&format!("{t}\n"));
+        if stale_current {
+            output::note(&format!(
+                "current.json still names this run as active, but its log says it is {}; no loop is active",
+                s.status.as_str()
+            ));
+        }
+    }
+    Ok(code)
+}

@@ -1,0 +1,88 @@
+//! `loopctl`: run and observe iterative agent loops. The CLI parses and prints; the work is
+//! done in `loopctl-core` (pure) and `loopctl-store` (files).
+
+mod cmd;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit codes shared by every command.
+pub mod exit {
+    /// Success; for `check`, a clean log.
+    pub const OK: u8 = 0;
+    /// Findings: damaged lines, seq problems, a run.json that disagrees with the log
+    /// (`check`, or any command under `--strict`).
+    pub const FINDINGS: u8 = 1;
+    /// Usage errors, missing runs, unreadable files.
+    pub const ERROR: u8 = 2;
+}
+
+#[derive(Parser)]
+#[command(
+    name = "loopctl",
+    version,
+    about = "Run and observe iterative agent loops. The event log (history.jsonl) is the only source of truth.",
+    long_about = "Run and observe iterative agent loops.\n\n\
+        Every state loopctl shows (run.json, status, reports) is rebuilt by replaying the \
+        append-only event log, history.jsonl. loopctl reads its own logs, aif-loop's \
+        history.jsonl and Avenor's --on-event NDJSON, and tells them apart line by line.\n\n\
+        RUN is a run folder (holding history.jsonl), a log file (.jsonl/.ndjson), or a run id or \
+        alias under the root. The root is --root, else $LOOPCTL_ROOT, else .loopctl/, else \
+        aif-loop's .ai-factory/evolution/ when that is what the current folder has.",
+    after_help = "Exit codes: 0 ok, 1 findings (check; any command with --strict), 2 error.\n\
+        Examples:\n  loopctl check fixtures/bad-middle\n  loopctl recover .ai-factory/evolution/my-task\n  loopctl list --json | jq '.[] | select(.status==\"running\")'"
+)]
+struct Cli {
+    /// Folder holding run folders (default: .loopctl/, or .ai-factory/evolution/).
+    #[arg(long, global = true, env = "LOOPCTL_ROOT", value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Treat any finding (damaged line, seq problem, torn tail) as an error.
+    #[arg(long, global = true)]
+    strict: bool,
+    /// Lines longer than this many bytes are reported and skipped.
+    #[arg(long, global = true, default_value_t = loopctl_core::lines::DEFAULT_MAX_LINE, value_name = "BYTES")]
+    max_line_bytes: usize,
+    /// Threads used to replay large logs (default: all cores, at most 8).
+    #[arg(long, global = true, value_name = "N")]
+    threads: Option<usize>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Replay(cmd::replay::Args),
+    Recover(cmd::recover::Args),
+    Check(cmd::check::Args),
+    Status(cmd::status::Args),
+    List(cmd::list::Args),
+    History(cmd::history::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let ctx = cmd::Ctx::new(
+        cli.root.as_deref(),
+        cli.strict,
+        cli.max_line_bytes,
+        cli.threads,
+    );
+    let result = match cli.command {
+        Command::Replay(a) => cmd::replay::run(&ctx, a),
+        Command::Recover(a) => cmd::recover::run(&ctx, a),
+        Command::Check(a) => cmd::check::run(&ctx, a),
+        Command::Status(a) => cmd::status::run(&ctx, a),
+        Command::List(a) => cmd::list::run(&ctx, a),
+        Command::History(a) => cmd::history::run(&ctx, a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            output::error(&format!("{e:#}"));
+            ExitCode::from(exit::ERROR)
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! Printing shared by the commands: findings, errors, tables. Colours follow the terminal and
+//! `NO_COLOR` (anstream strips them when stdout/stderr is not a terminal).
+
+use std::io::Write;
+use std::path::Path;
+
+use loopctl_core::Finding;
+use owo_colors::OwoColorize;
+
+pub fn error(msg: &str) {
+    let _ = writeln!(anstream::stderr(), "{} {msg}", "error:".red().bold());
+}
+
+pub fn warn(msg: &str) {
+    let _ = writeln!(anstream::stderr(), "{} {msg}", "warning:".yellow().bold());
+}
+
+pub fn note(msg: &str) {
+    let _ = writeln!(anstream::stderr(), "{} {msg}", "note:".cyan());
+}
+
+/// `file:line: byte N: kind: reason` on stderr, one per finding.
+pub fn findings(log: &Path, findings: &[Finding]) {
+    const SHOWN: usize = 50;
+    for f in findings.iter().take(SHOWN) {
+        warn(&format!(
+            "{}:{}: byte {}: {}: {}",
+            log.display(),
+            f.line,
+            f.offset,
+            kind(f),
+            f.reason
+        ));
+    }
+    if findings.len() > SHOWN {
+        warn(&format!(
+            "{} more findings; `loopctl check {} --json` lists them all",
+            findings.len() - SHOWN,
+            log.display()
+        ));
+    }
+}
+
+pub fn kind(f: &Finding) -> String {
+    serde_json::to_value(f.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+pub fn table(header: &[&str]) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING);
+    t.set_header(
+        header
+            .iter()
+            .map(|h| comfy_table::Cell::new(h).add_attribute(comfy_table::Attribute::Bold)),
+    );
+    t
+}
+
+pub fn print(text: &str) {
+    let mut out = anstream::stdout();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+pub fn json_line<T: serde::Serialize>(v: &T) {
+    print(&format!(
+        "{}\n",
+        serde_json::to_string(v).unwrap_or_default()
+    ));
+}
+
+pub fn json_pretty<T: serde::Serialize>(v: &T) {
+    print(&format!(
+        "{}\n",
+        serde_json::to_string_pretty(v).unwrap_or_default()
+    ));
+}
+
+pub fn score(s: f64) -> String {
+    format!("{s:.3}")
+        .trim_end_matches('0')
+        .trim_end_matches('.')
+        .to_string()
+}
