@@ -1,1 +1,53 @@
-fn main() {}
+//! Parse and replay throughput in MB/s on a generated aif-loop log (the shape of
+//! ../shared/bench/gen.py). The end-to-end comparison with jq/DuckDB is bench/compare.sh.
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use loopctl_core::{parse_line, replay_bytes};
+
+fn generated_log(runs: usize, per_run: usize) -> Vec<u8> {
+    let kinds = [
+        "plan_created",
+        "artifact_created",
+        "checks_prepared",
+        "evaluation_done",
+        "critique_done",
+        "refinement_done",
+        "iteration_advanced",
+    ];
+    let mut out = String::new();
+    for i in 0..per_run {
+        for r in 0..runs {
+            let kind = kinds[i % kinds.len()];
+            let payload = match kind {
+                "evaluation_done" => format!(r#"{{"score":0.{:02},"passed":false,"failed_rules":["r1","r4"],"duration_ms":4211,"tokens_in":1200,"tokens_out":300}}"#, i % 100),
+                "iteration_advanced" => format!(r#"{{"from":{i},"to":{},"best_score":0.5}}"#, i + 1),
+                _ => r#"{"path":"src/domain/course.rs","bytes":1234,"sha256":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","duration_ms":2000,"tokens_in":1000,"tokens_out":300}"#.to_string(),
+            };
+            out.push_str(&format!(
+                r#"{{"ts":"2026-02-18T12:{:02}:{:02}.123Z","run_id":"courses-api-ddd-20260218-120000-{r:06}","seq":{i},"iteration":{},"phase":"A","step":"EVALUATE","event":"{kind}","status":"ok","payload":{payload}}}"#,
+                i / 60 % 60, i % 60, i / 7 + 1
+            ));
+            out.push('\n');
+        }
+    }
+    out.into_bytes()
+}
+
+fn bench(c: &mut Criterion) {
+    let log = generated_log(16, 2000);
+    let mut g = c.benchmark_group("log");
+    g.throughput(Throughput::Bytes(log.len() as u64));
+    g.bench_function("parse_line", |b| {
+        b.iter(|| {
+            let text = std::str::from_utf8(&log).unwrap();
+            text.lines().filter(|l| parse_line(l).is_ok()).count()
+        })
+    });
+    g.bench_function("replay", |b| {
+        b.iter(|| replay_bytes("bench", &log).runs.len())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

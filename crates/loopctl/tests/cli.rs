@@ -1,0 +1,275 @@
+//! End-to-end tests of the `loopctl` binary.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use loopctl_tests::{repo, shared};
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn loopctl() -> Command {
+    let mut c = Command::cargo_bin("loopctl").unwrap();
+    c.env_remove("LOOPCTL_ROOT").env("NO_COLOR", "1");
+    c
+}
+
+fn fixture(name: &str) -> PathBuf {
+    repo().join("fixtures").join(name)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn check_exit_codes_follow_the_documented_contract() {
+    loopctl()
+        .args(["check"])
+        .arg(fixture("native-clean"))
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("clean"));
+    loopctl()
+        .args(["check"])
+        .arg(fixture("bad-middle"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("history.jsonl:").and(predicate::str::contains("byte")));
+    loopctl()
+        .args(["check", "/nonexistent/run"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("/nonexistent/run"));
+}
+
+#[test]
+fn check_json_reports_counts_and_findings() {
+    let out = loopctl()
+        .args(["check", "--json"])
+        .arg(fixture("bad-middle"))
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["clean"], false);
+    assert_eq!(v["findings"].as_array().unwrap().len(), 5);
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["kind"] == "bad_line" && f["offset"].is_u64())
+    );
+    assert!(
+        v["stats"]["by_event"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(Value::is_u64)
+    );
+}
+
+#[test]
+fn replay_prints_exactly_what_recover_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("demo");
+    copy_dir(&repo().join("examples/damaged-run"), &run);
+    let printed = loopctl()
+        .arg("replay")
+        .arg(&run)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    loopctl()
+        .arg("recover")
+        .arg(&run)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("kept the previous file"));
+    assert_eq!(std::fs::read(run.join("run.json")).unwrap(), printed);
+    assert!(run.join("run.json.damaged").is_file());
+    let v: Value = serde_json::from_slice(&printed).unwrap();
+    assert_eq!(
+        (
+            v["status"].as_str(),
+            v["phase"].as_str(),
+            v["iteration"].as_u64()
+        ),
+        (Some("completed"), Some("B"), Some(2))
+    );
+    assert_eq!(
+        v["criteria"]["name"], "checkout_v1",
+        "criteria salvaged from the damaged run.json"
+    );
+    // A second recover finds the snapshot current and writes nothing.
+    loopctl()
+        .arg("recover")
+        .arg(&run)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("already up to date"));
+    assert!(!run.join("run.json.damaged.2").exists());
+    loopctl().arg("check").arg(&run).assert().code(0);
+}
+
+#[test]
+fn strict_turns_findings_into_exit_1() {
+    loopctl()
+        .arg("replay")
+        .arg(fixture("torn-tail"))
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains("torn_tail"));
+    loopctl()
+        .args(["--strict", "replay"])
+        .arg(fixture("torn-tail"))
+        .assert()
+        .code(1);
+}
+
+#[test]
+fn status_uses_the_log_not_a_stale_current_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    copy_dir(
+        &repo().join("examples/damaged-run"),
+        &root.join("checkout-api"),
+    );
+    std::fs::write(
+        root.join("current.json"),
+        r#"{"active_run_id":"checkout-api-20261120-093000","task_alias":"checkout-api","status":"running"}"#,
+    )
+    .unwrap();
+    loopctl()
+        .arg("--root")
+        .arg(root)
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("completed (threshold_reached)"))
+        .stderr(predicate::str::contains(
+            "current.json still names this run",
+        ));
+    let out = loopctl()
+        .arg("--root")
+        .arg(root)
+        .args(["status", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        (v["status"].as_str(), v["current_json_stale"].as_bool()),
+        (Some("completed"), Some(true))
+    );
+    // The run is also found by its full id.
+    loopctl()
+        .arg("--root")
+        .arg(root)
+        .args(["status", "checkout-api-20261120-093000"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn list_and_history_json_parse_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    for case in ["native-clean", "aif-loop-clean", "torn-tail"] {
+        copy_dir(&fixture(case), &tmp.path().join(case));
+    }
+    let out = loopctl()
+        .arg("list")
+        .arg(tmp.path())
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let rows: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[2]["alias"], "torn-tail");
+    assert_eq!(rows[2]["findings"], 1);
+
+    let out = loopctl()
+        .arg("history")
+        .arg(fixture("avenor-loop"))
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.lines().count() > 3);
+    for line in text.lines() {
+        let ev = loopctl_core::parse_line(line).unwrap();
+        assert_eq!(
+            ev.dialect,
+            loopctl_core::Dialect::Native,
+            "normalised to native: {line}"
+        );
+    }
+}
+
+#[test]
+fn multi_run_logs_replay_to_one_state_per_run() {
+    let out = loopctl()
+        .arg("replay")
+        .arg(fixture("merged-runs/history.jsonl"))
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let states: Vec<Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(states.len(), 2);
+    assert_ne!(states[0]["run_id"], states[1]["run_id"]);
+}
+
+#[test]
+fn the_whole_corpus_goes_through_every_read_command() {
+    let Some(shared) = shared("CLI over the corpus") else {
+        return;
+    };
+    let corpus = shared.join("corpus");
+    let logs = loopctl_tests::files_below(&corpus)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl" || e == "ndjson"));
+    for log in logs {
+        for cmd in [
+            vec!["replay"],
+            vec!["history"],
+            vec!["history", "--json"],
+            vec!["check", "--json"],
+        ] {
+            let out = loopctl().args(&cmd).arg(&log).assert().get_output().clone();
+            assert!(
+                matches!(out.status.code(), Some(0 | 1)),
+                "{cmd:?} {}: {}",
+                log.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    loopctl()
+        .arg("list")
+        .arg(corpus.join("aif-loop/vedo-hub"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("acceptance-criteria-verification"));
+}
