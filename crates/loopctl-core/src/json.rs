@@ -348,17 +348,18 @@ impl<'a> Scanner<'a> {
 fn find_special(b: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    while i + 8 <= b.len() {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[i..i + 8]);
-        let x = u64::from_le_bytes(w);
+    while let Some(chunk) = b.get(i..i + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
         let quote = x ^ (ONES * u64::from(b'"'));
         let slash = x ^ (ONES * u64::from(b'\\'));
-        let special = (quote.wrapping_sub(ONES) & !quote)
+        // Per byte: high bit set where the byte is '"', '\\' or below 0x20. Borrows can only set
+        // spurious bits above a true match, so the lowest set bit is exact.
+        let special = ((quote.wrapping_sub(ONES) & !quote)
             | (slash.wrapping_sub(ONES) & !slash)
-            | (x.wrapping_sub(ONES * 0x20) & !x);
-        if special & HIGH != 0 {
-            break;
+            | (x.wrapping_sub(ONES * 0x20) & !x))
+            & HIGH;
+        if special != 0 {
+            return i + (special.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
@@ -476,6 +477,28 @@ mod tests {
             "[{\"a\":".repeat(300),
             "}]".repeat(300)
         )));
+    }
+
+    #[test]
+    fn special_bytes_are_found_at_every_position() {
+        for len in 0..40 {
+            for at in 0..len {
+                for special in [b'"', b'\\', 0x01, 0x1f] {
+                    let mut b = vec![b'a'; len];
+                    b[at] = special;
+                    // Bytes just above the control range and high bytes must not match.
+                    if at > 0 {
+                        b[at - 1] = 0xC3;
+                    }
+                    assert_eq!(
+                        find_special(&b, 0),
+                        at,
+                        "len {len} at {at} byte {special:#x}"
+                    );
+                }
+                assert_eq!(find_special(&vec![b' '; len], 0), len);
+            }
+        }
     }
 
     #[test]

@@ -47,7 +47,13 @@ pub fn for_each_piece(
         file.seek(SeekFrom::Start(start)).map_err(io_err(path))?;
     }
     let mut sp = Splitter::starting_at(max_line, start, lines_before);
-    let mut buf = vec![0u8; CHUNK];
+    // Small logs (a run folder's) get a buffer their size: `list` reads thousands of them.
+    let len = file
+        .metadata()
+        .map_err(io_err(path))?
+        .len()
+        .saturating_sub(start);
+    let mut buf = vec![0u8; (len as usize).saturating_add(1).min(CHUNK)];
     loop {
         let n = match file.read(&mut buf) {
             Ok(0) => break,
