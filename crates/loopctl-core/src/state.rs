@@ -122,6 +122,16 @@ impl RunState {
     pub fn is_terminal(&self) -> bool {
         self.status != Status::Running
     }
+
+    /// Ends the run: a completed run is one that passed.
+    fn end(&mut self, status: Status, reason: String, detail: Option<String>) {
+        self.status = status;
+        self.stop = Stop {
+            passed: status == Status::Completed,
+            reason,
+            detail,
+        };
+    }
 }
 
 /// aif-loop run ids are `<alias>-<yyyyMMdd-HHmmss>`, optionally followed by more; the alias is
@@ -318,12 +328,7 @@ pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
                 "cancelled" => (Status::Stopped, "user_stop".to_string()),
                 other => (Status::Failed, other.to_string()),
             };
-            s.status = status;
-            s.stop = Stop {
-                passed: status == Status::Completed,
-                reason,
-                detail: None,
-            };
+            s.end(status, reason, None);
             s.exit_reason = Some(stop_reason);
         }
         Kind::Stopped => {
@@ -331,23 +336,13 @@ pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
             if let Some(exit) = str_of(&p, "exit_reason") {
                 let label = str_of(&p, "exit_label");
                 let (status, reason) = classify_exit(&exit, label.as_deref());
-                s.status = status;
-                s.stop = Stop {
-                    passed: status == Status::Completed,
-                    reason,
-                    detail: None,
-                };
+                s.end(status, reason, None);
                 s.exit_reason = Some(exit);
                 s.exit_label = label;
             } else {
                 let raw = f.reason.clone().unwrap_or_else(|| "user_stop".into());
                 let (reason, status, detail) = classify_reason(&raw, ev.status.as_deref());
-                s.status = status;
-                s.stop = Stop {
-                    passed: status == Status::Completed,
-                    reason,
-                    detail,
-                };
+                s.end(status, reason, detail);
             }
             if let Some(score) = f
                 .score
@@ -372,12 +367,7 @@ pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
             let p = ev.payload_value();
             let raw = f.reason.clone().unwrap_or_else(|| "phase_error".into());
             let (reason, _, detail) = classify_reason(&raw, Some("failed"));
-            s.status = Status::Failed;
-            s.stop = Stop {
-                passed: false,
-                reason,
-                detail,
-            };
+            s.end(Status::Failed, reason, detail);
             s.last_error = str_of(&p, "error").or(s.last_error.take());
         }
         Kind::Other => s.unknown_events += 1,

@@ -13,6 +13,18 @@ fn loopctl() -> Command {
     c
 }
 
+/// Stdout of a successful run.
+fn stdout_of(args: &[&str], path: &Path) -> Vec<u8> {
+    loopctl()
+        .args(args)
+        .arg(path)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone()
+}
+
 fn fixture(name: &str) -> PathBuf {
     repo().join("fixtures").join(name)
 }
@@ -186,29 +198,13 @@ fn list_and_history_json_parse_back() {
     for case in ["native-clean", "aif-loop-clean", "torn-tail"] {
         copy_dir(&fixture(case), &tmp.path().join(case));
     }
-    let out = loopctl()
-        .arg("list")
-        .arg(tmp.path())
-        .arg("--json")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out = stdout_of(&["list", "--json"], tmp.path());
     let rows: Vec<Value> = serde_json::from_slice(&out).unwrap();
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[2]["alias"], "torn-tail");
     assert_eq!(rows[2]["findings"], 1);
 
-    let out = loopctl()
-        .arg("history")
-        .arg(fixture("avenor-loop"))
-        .arg("--json")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out = stdout_of(&["history", "--json"], &fixture("avenor-loop"));
     let text = String::from_utf8(out).unwrap();
     assert!(text.lines().count() > 3);
     for line in text.lines() {
@@ -223,15 +219,7 @@ fn list_and_history_json_parse_back() {
 
 #[test]
 fn multi_run_logs_replay_to_one_state_per_run() {
-    let out = loopctl()
-        .arg("replay")
-        .arg(fixture("merged-runs/history.jsonl"))
-        .arg("--json")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out = stdout_of(&["replay", "--json"], &fixture("merged-runs/history.jsonl"));
     let states: Vec<Value> = String::from_utf8(out)
         .unwrap()
         .lines()

@@ -12,14 +12,14 @@ use crate::{exit, output};
 /// disagrees with the log); 2 the log could not be read.
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Run folder, log file, or run id/alias under the root (default: the active run).
-    run: Option<String>,
+    #[command(flatten)]
+    target: super::RunArg,
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let run = ctx.resolve(a.run.as_deref())?;
+    let run = ctx.resolve(a.target.run.as_deref())?;
     let rebuilt = ctx.rebuild(&run, None, false)?;
     let o = &rebuilt.outcome;
     let run_json_bad = matches!(rebuilt.prior, Prior::Damaged | Prior::Mismatch)

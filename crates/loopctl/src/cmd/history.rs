@@ -9,8 +9,8 @@ use crate::{exit, output};
 /// dialect in, one format out); --raw prints the lines exactly as the log has them.
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Run folder, log file, or run id/alias under the root (default: the active run).
-    run: Option<String>,
+    #[command(flatten)]
+    target: super::RunArg,
     /// Only events of this run (for logs holding several).
     #[arg(long, value_name = "RUN_ID")]
     run_id: Option<String>,
@@ -21,7 +21,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let run = ctx.resolve(a.run.as_deref())?;
+    let run = ctx.resolve(a.target.run.as_deref())?;
     let mut out = String::new();
     let mut bad = 0usize;
     for_each_event(&run.log, ctx.read.max_line, |pos, raw, ev| {

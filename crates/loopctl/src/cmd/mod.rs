@@ -16,6 +16,13 @@ use loopctl_store::snapshot::{Rebuilt, rebuild};
 
 use crate::{exit, output};
 
+/// The RUN argument every per-run command takes.
+#[derive(clap::Args)]
+pub struct RunArg {
+    /// Run folder, log file, or run id/alias under the root (default: the active run).
+    pub run: Option<String>,
+}
+
 pub struct Ctx {
     pub root: PathBuf,
     pub strict: bool,

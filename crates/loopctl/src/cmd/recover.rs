@@ -13,8 +13,8 @@ use crate::{exit, output};
 /// (.damaged.2, ...) before the new one replaces it atomically.
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Run folder, log file, or run id/alias under the root (default: the active run).
-    run: Option<String>,
+    #[command(flatten)]
+    target: super::RunArg,
     /// The run to recover when the log holds several.
     #[arg(long, value_name = "RUN_ID")]
     run_id: Option<String>,
@@ -26,7 +26,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let run = ctx.resolve(a.run.as_deref())?;
+    let run = ctx.resolve(a.target.run.as_deref())?;
     let rebuilt = ctx.rebuild(&run, a.run_id.as_deref(), false)?;
     let mut code = ctx.report_findings(&run, &rebuilt);
     let runs = rebuilt.outcome.runs.len();

@@ -9,8 +9,8 @@ use crate::{exit, output};
 /// --json, or a summary table without it; --run picks one.
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Run folder, log file, or run id/alias under the root (default: the active run).
-    run: Option<String>,
+    #[command(flatten)]
+    target: super::RunArg,
     /// Only this run of a log that holds several.
     #[arg(long, value_name = "RUN_ID")]
     run_id: Option<String>,
@@ -23,7 +23,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let run = ctx.resolve(a.run.as_deref())?;
+    let run = ctx.resolve(a.target.run.as_deref())?;
     let rebuilt = ctx.rebuild(&run, a.run_id.as_deref(), !a.no_snapshot)?;
     let code = ctx.report_findings(&run, &rebuilt);
     let runs = &rebuilt.outcome.runs;

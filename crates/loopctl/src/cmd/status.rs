@@ -9,15 +9,15 @@ use crate::output;
 /// last update. With no RUN, the active run named by current.json, checked against its log.
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Run folder, log file, or run id/alias under the root (default: the active run).
-    run: Option<String>,
+    #[command(flatten)]
+    target: super::RunArg,
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let current = discover::read_current(&ctx.root);
-    if a.run.is_none() && current.is_none() {
+    if a.target.run.is_none() && current.is_none() {
         if a.json {
             output::json_pretty(&json!({ "active": null }));
         } else {
@@ -28,14 +28,14 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         }
         return Ok(crate::exit::OK);
     }
-    let run = ctx.resolve(a.run.as_deref())?;
+    let run = ctx.resolve(a.target.run.as_deref())?;
     let rebuilt = ctx.rebuild(&run, None, true)?;
     let code = ctx.report_findings(&run, &rebuilt);
     let Some(s) = rebuilt.state.as_ref() else {
         anyhow::bail!("{}: the log holds no event", run.log.display());
     };
     // current.json is a hint: the log decides whether the run it names is still going.
-    let stale_current = a.run.is_none() && s.is_terminal();
+    let stale_current = a.target.run.is_none() && s.is_terminal();
     if a.json {
         output::json_pretty(&json!({
             "alias": s.task_alias, "run_id": s.run_id, "status": s.status, "iteration": s.iteration,
