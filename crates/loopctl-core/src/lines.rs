@@ -24,6 +24,33 @@ pub enum Piece<'b> {
     Unterminated(Pos, &'b [u8]),
 }
 
+/// What a raw line holds once a leading BOM (first line only) and a trailing CR are removed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LineText<'b> {
+    Blank,
+    Text(&'b str),
+    /// Not UTF-8; the reason names the first bad byte.
+    NotUtf8(String),
+}
+
+pub fn decode(pos: Pos, raw: &[u8]) -> LineText<'_> {
+    let mut b = raw;
+    if pos.offset == 0 {
+        b = b.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(b);
+    }
+    b = b.strip_suffix(b"\r").unwrap_or(b);
+    if b.iter().all(u8::is_ascii_whitespace) {
+        return LineText::Blank;
+    }
+    match std::str::from_utf8(b) {
+        Ok(t) => LineText::Text(t),
+        Err(e) => LineText::NotUtf8(format!(
+            "invalid UTF-8 at byte {} of the line",
+            e.valid_up_to()
+        )),
+    }
+}
+
 pub struct Splitter {
     carry: Vec<u8>,
     /// Offset of the first byte of the line being assembled.

@@ -12,7 +12,7 @@ use rustc_hash::{FxHashMap, FxHasher};
 use serde::Serialize;
 
 use crate::event::{Dialect, Event, Kind, parse_line, run_key};
-use crate::lines::{Piece, Pos};
+use crate::lines::{LineText, Piece, Pos, decode};
 use crate::state::{LogMark, RunState, apply_mut};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -136,28 +136,19 @@ impl Replay {
     /// One line without its `\n`; `terminated` is false for bytes after the last newline.
     pub fn line(&mut self, pos: Pos, raw: &[u8], terminated: bool) {
         let end = pos.offset + raw.len() as u64 + u64::from(terminated);
-        let mut bytes = raw;
-        if pos.offset == 0 {
-            bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-        }
-        bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
         let primary = self.shard.0 == 0;
-        if bytes.iter().all(|b| b.is_ascii_whitespace()) {
-            if primary {
-                self.counters.lines += 1;
-                self.counters.blank += 1;
-            }
-            return;
-        }
-        let text = match std::str::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(e) => {
+        let text = match decode(pos, raw) {
+            LineText::Text(t) => t,
+            LineText::Blank => {
                 if primary {
-                    self.bad(
-                        pos,
-                        terminated,
-                        format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()),
-                    );
+                    self.counters.lines += 1;
+                    self.counters.blank += 1;
+                }
+                return;
+            }
+            LineText::NotUtf8(reason) => {
+                if primary {
+                    self.bad(pos, terminated, reason);
                 }
                 return;
             }
@@ -177,7 +168,7 @@ impl Replay {
                 self.event(pos, end, terminated, ev);
             }
             Err(e) => {
-                let reason = match memchr::memchr(0, bytes) {
+                let reason = match memchr::memchr(0, text.as_bytes()) {
                     Some(i) => format!("NUL byte at byte {i} of the line ({e})"),
                     None => e.to_string(),
                 };

@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use loopctl_core::lines::{DEFAULT_MAX_LINE, Piece, Pos, Splitter};
+use loopctl_core::lines::{DEFAULT_MAX_LINE, LineText, Piece, Pos, Splitter, decode};
 use loopctl_core::{Event, Outcome, Replay, RunState, parse_line};
 
 use crate::{Result, io_err};
@@ -107,24 +107,11 @@ pub fn for_each_event(
     mut f: impl FnMut(Pos, &[u8], std::result::Result<Event<'_>, String>),
 ) -> Result<()> {
     for_each_piece(path, 0, 0, max_line, |p| match p {
-        Piece::Line(pos, raw) | Piece::Unterminated(pos, raw) => {
-            let mut b = raw;
-            if pos.offset == 0 {
-                b = b.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(b);
-            }
-            b = b.strip_suffix(b"\r").unwrap_or(b);
-            if b.iter().all(u8::is_ascii_whitespace) {
-                return;
-            }
-            match std::str::from_utf8(b) {
-                Ok(t) => f(pos, raw, parse_line(t).map_err(|e| e.to_string())),
-                Err(e) => f(
-                    pos,
-                    raw,
-                    Err(format!("invalid UTF-8 at byte {}", e.valid_up_to())),
-                ),
-            }
-        }
+        Piece::Line(pos, raw) | Piece::Unterminated(pos, raw) => match decode(pos, raw) {
+            LineText::Blank => {}
+            LineText::Text(t) => f(pos, raw, parse_line(t).map_err(|e| e.to_string())),
+            LineText::NotUtf8(reason) => f(pos, raw, Err(reason)),
+        },
         Piece::Oversize(pos, n) => f(pos, &[], Err(format!("line of {n} bytes exceeds the cap"))),
     })
 }
