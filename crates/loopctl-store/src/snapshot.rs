@@ -162,28 +162,13 @@ pub fn rebuild(
         .get("run_id")
         .and_then(Value::as_str)
         .map(str::to_string);
-    let chosen = pick
-        .map(str::to_string)
-        .or_else(|| {
-            (outcome.runs.len() == 1)
-                .then(|| outcome.runs.keys().next().cloned())
-                .flatten()
-        })
-        .or_else(|| prior_id.clone().filter(|id| outcome.runs.contains_key(id)))
-        .or_else(|| {
-            outcome
-                .runs
-                .values()
-                .find(|s| s.task_alias == opts.default_run || s.run_id == opts.default_run)
-                .map(|s| s.run_id.clone())
-        })
-        .or_else(|| {
-            outcome
-                .runs
-                .values()
-                .max_by_key(|s| (s.updated_at, s.events))
-                .map(|s| s.run_id.clone())
-        });
+    let chosen = pick.map(str::to_string).or_else(|| {
+        prior_id
+            .as_deref()
+            .filter(|id| outcome.runs.len() > 1 && outcome.runs.contains_key(*id))
+            .or_else(|| folder_run(&outcome, &opts.default_run).map(|s| s.run_id.as_str()))
+            .map(str::to_string)
+    });
     let mut state = match &chosen {
         Some(id) => Some(outcome.runs.get(id).cloned().ok_or_else(|| {
             StoreError::NotFound(format!(
@@ -235,6 +220,18 @@ pub fn rebuild(
         provenance,
         repairs,
     })
+}
+
+/// The run a folder's log is about: its only run; else the one whose alias or id is the
+/// folder's name; else the most recently updated.
+pub fn folder_run<'o>(outcome: &'o Outcome, name: &str) -> Option<&'o RunState> {
+    let runs = &outcome.runs;
+    if runs.len() == 1 {
+        return runs.values().next();
+    }
+    runs.values()
+        .find(|s| s.task_alias == name || s.run_id == name)
+        .or_else(|| runs.values().max_by_key(|s| (s.updated_at, s.events)))
 }
 
 /// Fields a user reads off `run.json` that the prior file gets wrong.

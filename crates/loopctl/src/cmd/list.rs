@@ -6,6 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use loopctl_core::RunState;
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::{ReadOptions, replay_file};
+use loopctl_store::snapshot::folder_run;
 use serde::Serialize;
 
 use super::Ctx;
@@ -47,13 +48,7 @@ fn row(run: &RunRef, opts: &ReadOptions) -> Row {
     let (state, findings, error) = match replay_file(&run.log, &opts, None) {
         Ok(o) => {
             let n = o.findings.len();
-            // A run folder normally holds one run; name the folder's if it holds several.
-            let s = o
-                .runs
-                .values()
-                .find(|s| s.task_alias == run.name || s.run_id == run.name)
-                .or(o.runs.values().next())
-                .cloned();
+            let s = folder_run(&o, &run.name).cloned();
             (s, n, None)
         }
         Err(e) => (None, 0, Some(e.to_string())),
