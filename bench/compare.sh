@@ -357,6 +357,18 @@ check_runs() {  # check_runs JOB LOOPCTL-OUTPUT-FILE
   fi
 }
 
+# count_runs JOB SUBCOMMAND INPUT: one untimed loopctl run whose output check_runs compares.
+count_runs() {
+  local job=$1 sub=$2 input=$3
+  say "job ${job^^}: counting loopctl $sub's runs (one untimed run)"
+  if "$LOOPCTL" "$sub" "$input" --json >"$TMP/$sub.out" 2>"$TMP/$sub.err"; then
+    check_runs "$job" "$TMP/$sub.out"
+  else
+    warn "job ${job^^}: loopctl $sub failed; run counts not compared"
+    CHECKS+=("job ${job^^}: not checked, loopctl $sub failed")
+  fi
+}
+
 if want b; then
   ((SKIP_LOOPCTL)) || bench b loopctl loopctl "$BIG_BYTES" "$RUNS" 0 0 -- "$LOOPCTL" replay "$BIG" --json
   bench b duckdb DuckDB "$BIG_BYTES" "$RUNS" 0 0 -- "$PY" "$SHARED/duck.py" b "$BIG"
@@ -365,15 +377,7 @@ if want b; then
     n=$(jq_runs "$JQ_BYTES")
     bench b jq "$(jq_label "$n" "$JQ_NOTE")" "$JQ_BYTES" "$n" 0 "$JQ_TIMEOUT" -- jq -n -r -f "$SHARED/jq_b.jq" "$JQ_IN"
   fi
-  if ((!SKIP_LOOPCTL)); then
-    say "job B: counting loopctl replay's runs (one untimed run)"
-    if "$LOOPCTL" replay "$BIG" --json >"$TMP/replay.out" 2>"$TMP/replay.err"; then
-      check_runs b "$TMP/replay.out"
-    else
-      warn "job B: loopctl replay failed; run counts not compared"
-      CHECKS+=("job B: not checked, loopctl replay failed")
-    fi
-  fi
+  ((SKIP_LOOPCTL)) || count_runs b replay "$BIG"
 fi
 
 # ---------------------------------------------------------------- job C -------
@@ -403,15 +407,7 @@ if want c; then
     n=$(jq_runs "$JQC_BYTES")
     bench c jq "$(jq_label "$n" "$note")" "$JQC_BYTES" "$n" 0 "$JQ_TIMEOUT" -- jq -n -r -f "$SHARED/jq_b.jq" "${JQ_C[@]}"
   fi
-  if ((!SKIP_LOOPCTL)); then
-    say "job C: counting loopctl list's rows (one untimed run)"
-    if "$LOOPCTL" list "$DIR" --json >"$TMP/list.out" 2>"$TMP/list.err"; then
-      check_runs c "$TMP/list.out"
-    else
-      warn "job C: loopctl list failed; run counts not compared"
-      CHECKS+=("job C: not checked, loopctl list failed")
-    fi
-  fi
+  ((SKIP_LOOPCTL)) || count_runs c list "$DIR"
 fi
 
 # ---------------------------------------------------------------- report ------
