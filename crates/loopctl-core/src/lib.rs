@@ -4,9 +4,13 @@
 //! in, events and states come out. That is what makes replay deterministic and what the
 //! property tests and fuzzers exercise.
 
+pub mod avenor;
 pub mod event;
 pub mod json;
 pub mod lines;
+pub mod loopfile;
+pub mod markers;
+pub mod plan;
 pub mod replay;
 pub mod salvage;
 pub mod state;

@@ -336,13 +336,13 @@ pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
             if let Some(exit) = str_of(&p, "exit_reason") {
                 let label = str_of(&p, "exit_label");
                 let (status, reason) = classify_exit(&exit, label.as_deref());
-                s.end(status, reason, None);
+                s.end(status, reason, str_of(&p, "detail"));
                 s.exit_reason = Some(exit);
                 s.exit_label = label;
             } else {
                 let raw = f.reason.clone().unwrap_or_else(|| "user_stop".into());
                 let (reason, status, detail) = classify_reason(&raw, ev.status.as_deref());
-                s.end(status, reason, detail);
+                s.end(status, reason, detail.or_else(|| str_of(&p, "detail")));
             }
             if let Some(score) = f
                 .score

@@ -1,0 +1,447 @@
+//! Loop files: Avenor's JSON format (`pre`, `loop`, `max_iterations`, phases with `name`,
+//! `prompt` | `prompt_file`, `resume_from_previous`) plus loopctl's additions (`post`, `run`,
+//! `agent`). Parsing and validation are pure; reading `prompt_file`s is the runner's job.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Avenor's default, also used when a file says `0`.
+pub const DEFAULT_MAX_ITERATIONS: u64 = 10;
+/// The implicit pre phase that `--prompt` / `--prompt-file` adds.
+pub const INITIAL: &str = "(initial)";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_file: Option<String>,
+    /// A command for `sh -c` instead of an agent prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// Agent argv template for this phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resume_from_previous: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PhaseKind {
+    Pre,
+    Loop,
+    Post,
+}
+
+impl PhaseKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PhaseKind::Pre => "pre",
+            PhaseKind::Loop => "loop",
+            PhaseKind::Post => "post",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<PhaseKind> {
+        match s {
+            "pre" => Some(PhaseKind::Pre),
+            "loop" => Some(PhaseKind::Loop),
+            "post" => Some(PhaseKind::Post),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct LoopFile {
+    #[serde(default)]
+    pub pre: Vec<Phase>,
+    #[serde(default, rename = "loop")]
+    pub loop_: Vec<Phase>,
+    #[serde(default)]
+    pub post: Vec<Phase>,
+    pub max_iterations: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<Vec<String>>,
+}
+
+impl LoopFile {
+    pub fn phases(&self, kind: PhaseKind) -> &[Phase] {
+        match kind {
+            PhaseKind::Pre => &self.pre,
+            PhaseKind::Loop => &self.loop_,
+            PhaseKind::Post => &self.post,
+        }
+    }
+
+    /// Adds the implicit `(initial)` pre phase for `--prompt` / `--prompt-file`.
+    pub fn with_initial(mut self, prompt: String) -> LoopFile {
+        self.pre.insert(
+            0,
+            Phase {
+                name: INITIAL.into(),
+                prompt: Some(prompt),
+                prompt_file: None,
+                run: None,
+                agent: None,
+                resume_from_previous: false,
+            },
+        );
+        self
+    }
+
+    /// The agent argv a prompt phase runs: its own, else the file's, else `cli`.
+    pub fn agent_for<'a>(
+        &'a self,
+        phase: &'a Phase,
+        cli: Option<&'a [String]>,
+    ) -> Option<&'a [String]> {
+        phase.agent.as_deref().or(self.agent.as_deref()).or(cli)
+    }
+}
+
+/// One validation problem, located in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Where: `loop[1] ("fix")`, `max_iterations`, or empty for the whole file.
+    pub at: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.at.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.at, self.message)
+        }
+    }
+}
+
+/// A parsed loop file, or every problem found in it. Unknown keys are returned as warnings.
+pub struct Parsed {
+    pub file: LoopFile,
+    pub warnings: Vec<String>,
+}
+
+const TOP_KEYS: &[&str] = &["pre", "loop", "post", "max_iterations", "agent"];
+const PHASE_KEYS: &[&str] = &[
+    "name",
+    "prompt",
+    "prompt_file",
+    "run",
+    "agent",
+    "resume_from_previous",
+];
+
+/// Splits an agent given as one string the way a shell would (quotes, escapes), without
+/// running a shell; an array is taken as the argv itself.
+pub fn agent_argv(v: &Value) -> Result<Vec<String>, String> {
+    let argv = match v {
+        Value::String(s) => {
+            shell_words::split(s).map_err(|e| format!("cannot split {s:?}: {e}"))?
+        }
+        Value::Array(a) => a
+            .iter()
+            .map(|x| {
+                x.as_str()
+                    .map(str::to_string)
+                    .ok_or("must hold only strings")
+            })
+            .collect::<Result<_, _>>()?,
+        _ => return Err("must be a string or an array of strings".into()),
+    };
+    if argv.first().is_none_or(|p| p.is_empty()) {
+        return Err("is empty".into());
+    }
+    Ok(argv)
+}
+
+/// Parses and validates a loop file per Avenor's rules (seed 003, "Config validation").
+/// `initial` is the `--prompt` text, added as the `(initial)` pre phase after validation.
+pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Vec<ConfigError>> {
+    let err = |at: &str, m: &str| ConfigError {
+        at: at.into(),
+        message: m.into(),
+    };
+    let root: Value = serde_json::from_str(text).map_err(|e| {
+        vec![err(
+            "",
+            &format!(
+                "not valid JSON: {e} (line {}, column {})",
+                e.line(),
+                e.column()
+            ),
+        )]
+    })?;
+    let Value::Object(top) = root else {
+        return Err(vec![err("", "a loop file must be a JSON object")]);
+    };
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    for k in top.keys().filter(|k| !TOP_KEYS.contains(&k.as_str())) {
+        warnings.push(format!("unknown key {k:?} ignored"));
+    }
+    let agent = match top.get("agent") {
+        None | Some(Value::Null) => None,
+        Some(v) => agent_argv(v)
+            .map_err(|m| errors.push(err("agent", &m)))
+            .ok(),
+    };
+    let mut lists = [Vec::new(), Vec::new(), Vec::new()];
+    // Names of every phase, valid or not, so a duplicate is reported alongside other errors.
+    let mut names: Vec<(String, String)> = Vec::new();
+    for (slot, key) in lists.iter_mut().zip(["pre", "loop", "post"]) {
+        match top.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for (i, item) in items.iter().enumerate() {
+                    let at = format!("{key}[{i}]");
+                    if let Some(n) = item.get("name").and_then(Value::as_str) {
+                        names.push((at.clone(), n.to_string()));
+                    }
+                    if let Some(p) = phase(item, &at, &mut errors, &mut warnings) {
+                        slot.push(p);
+                    }
+                }
+            }
+            Some(_) => errors.push(err(key, "must be an array of phases")),
+        }
+    }
+    let [pre, loop_, post] = lists;
+    let max_iterations = match top.get("max_iterations") {
+        None | Some(Value::Null) => DEFAULT_MAX_ITERATIONS,
+        Some(v) => match v.as_i64() {
+            Some(0) => DEFAULT_MAX_ITERATIONS,
+            Some(n) if n > 0 => n as u64,
+            Some(_) if loop_.is_empty() => DEFAULT_MAX_ITERATIONS,
+            Some(_) => {
+                errors.push(err(
+                    "max_iterations",
+                    "max_iterations must be ≥ 1 when loop is non-empty",
+                ));
+                0
+            }
+            None => {
+                errors.push(err("max_iterations", "must be an integer"));
+                0
+            }
+        },
+    };
+    let declared = |k: &str| {
+        top.get(k)
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+    };
+    if !declared("pre") && !declared("loop") {
+        errors.push(err("", "at least one of pre or loop must be non-empty"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (at, name) in &names {
+        if name == INITIAL {
+            errors.push(err(
+                at,
+                "the name (initial) is reserved and cannot be used explicitly",
+            ));
+        } else if !name.is_empty() && !seen.insert(name.clone()) {
+            errors.push(err(
+                &format!("{at} ({name:?})"),
+                "phase names must be unique across pre, loop and post",
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let file = LoopFile {
+        pre,
+        loop_,
+        post,
+        max_iterations,
+        agent,
+    };
+    Ok(Parsed {
+        file: match initial {
+            Some(p) => file.with_initial(p),
+            None => file,
+        },
+        warnings,
+    })
+}
+
+fn phase(
+    v: &Value,
+    at: &str,
+    errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<String>,
+) -> Option<Phase> {
+    let Value::Object(o) = v else {
+        errors.push(ConfigError {
+            at: at.into(),
+            message: "a phase must be a JSON object".into(),
+        });
+        return None;
+    };
+    let name = o
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let at = if name.is_empty() {
+        at.to_string()
+    } else {
+        format!("{at} ({name:?})")
+    };
+    let before = errors.len();
+    let mut fail = |m: String| {
+        errors.push(ConfigError {
+            at: at.clone(),
+            message: m,
+        })
+    };
+    if name.trim().is_empty() {
+        fail("every phase must have a non-empty name".into());
+    }
+    let text = |o: &Map<String, Value>, k: &str, fail: &mut dyn FnMut(String)| match o.get(k) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            fail(format!("{k} must be a string"));
+            None
+        }
+    };
+    let prompt = text(o, "prompt", &mut fail);
+    let prompt_file = text(o, "prompt_file", &mut fail);
+    let run = text(o, "run", &mut fail);
+    let given = [&prompt, &prompt_file, &run]
+        .iter()
+        .filter(|x| x.is_some())
+        .count();
+    if given != 1 {
+        fail(
+            "every phase must have exactly one of prompt or prompt_file (or run, for a command)"
+                .into(),
+        );
+    }
+    let agent = match o.get("agent") {
+        None | Some(Value::Null) => None,
+        Some(a) => agent_argv(a).map_err(|m| fail(format!("agent {m}"))).ok(),
+    };
+    let resume_from_previous = match o.get("resume_from_previous") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            fail("resume_from_previous must be true or false".into());
+            false
+        }
+    };
+    for k in o.keys().filter(|k| !PHASE_KEYS.contains(&k.as_str())) {
+        warnings.push(format!("{at}: unknown key {k:?} ignored"));
+    }
+    (errors.len() == before).then_some(Phase {
+        name,
+        prompt,
+        prompt_file,
+        run,
+        agent,
+        resume_from_previous,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errs(text: &str) -> Vec<String> {
+        match parse(text, None) {
+            Ok(_) => vec![],
+            Err(e) => e.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn avenor_quick_start_parses_with_defaults() {
+        let p = parse(
+            r#"{"pre":[{"name":"build","prompt":"Build."}],
+                "loop":[{"name":"test","prompt":"T"},{"name":"fix","resume_from_previous":true,"prompt":"F"}]}"#,
+            Some("go".into()),
+        )
+        .map_err(|e| format!("{e:?}"))
+        .unwrap();
+        assert_eq!(p.file.max_iterations, 10);
+        assert_eq!(p.file.pre[0].name, INITIAL);
+        assert_eq!(p.file.pre[1].name, "build");
+        assert!(p.file.loop_[1].resume_from_previous);
+        assert!(p.warnings.is_empty());
+        let zero = parse(
+            r#"{"loop":[{"name":"a","run":"true"}],"max_iterations":0}"#,
+            None,
+        );
+        assert_eq!(zero.ok().map(|p| p.file.max_iterations), Some(10));
+    }
+
+    #[test]
+    fn every_rule_is_reported_with_its_place() {
+        assert_eq!(
+            errs("{}"),
+            ["at least one of pre or loop must be non-empty"]
+        );
+        assert_eq!(
+            errs(r#"{"pre":[],"loop":[]}"#),
+            ["at least one of pre or loop must be non-empty"]
+        );
+        assert_eq!(
+            errs(r#"{"loop":[{"name":"a","prompt":"x"}],"max_iterations":-1}"#),
+            ["max_iterations: max_iterations must be ≥ 1 when loop is non-empty"]
+        );
+        assert_eq!(
+            errs(r#"{"loop":[{"name":"","prompt":"x"}]}"#),
+            ["loop[0]: every phase must have a non-empty name"]
+        );
+        assert_eq!(
+            errs(r#"{"loop":[{"name":"a","prompt":"x","prompt_file":"y"}]}"#),
+            [
+                "loop[0] (\"a\"): every phase must have exactly one of prompt or prompt_file (or run, for a command)"
+            ]
+        );
+        assert_eq!(errs(r#"{"loop":[{"name":"a"}]}"#).len(), 1);
+        assert_eq!(
+            errs(r#"{"pre":[{"name":"a","prompt":"x"}],"loop":[{"name":"a","prompt":"y"}]}"#),
+            ["loop[0] (\"a\"): phase names must be unique across pre, loop and post"]
+        );
+        assert_eq!(
+            errs(r#"{"loop":[{"name":"(initial)","prompt":"x"}]}"#),
+            ["loop[0]: the name (initial) is reserved and cannot be used explicitly"]
+        );
+        assert!(errs("{not json").len() == 1 && errs("{not json")[0].contains("line 1"));
+        assert_eq!(errs(r#"{"loop":{}}"#).len(), 2);
+        assert_eq!(
+            errs(r#"{"loop":[{"name":"a","run":"x","agent":[]}]}"#),
+            ["loop[0] (\"a\"): agent is empty"]
+        );
+    }
+
+    #[test]
+    fn agents_split_like_a_shell_and_unknown_keys_warn() {
+        let p = parse(
+            r#"{"agent":"my-agent --model 'big one' {prompt}","loop":[{"name":"a","prompt":"x","colour":1}],"extra":true}"#,
+            None,
+        )
+        .ok()
+        .unwrap();
+        assert_eq!(
+            p.file.agent.as_deref(),
+            Some(
+                &[
+                    "my-agent".to_string(),
+                    "--model".into(),
+                    "big one".into(),
+                    "{prompt}".into()
+                ][..]
+            )
+        );
+        assert_eq!(p.warnings.len(), 2);
+    }
+}

@@ -1,0 +1,193 @@
+//! Loop markers in phase output, per Avenor's grammar: a whole line
+//! `<|workflow: exit|abort|continue [| label]|>`, case-insensitive, ignored inside ``` and ~~~
+//! fences and inside prose; unknown directives ignored; most severe wins (abort > exit >
+//! continue), the first one on a tie.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Directive {
+    Continue,
+    Exit,
+    Abort,
+}
+
+impl Directive {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Directive::Continue => "continue",
+            Directive::Exit => "exit",
+            Directive::Abort => "abort",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    pub directive: Directive,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// 1-based line number in the phase's output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+}
+
+const OPEN: &str = "<|workflow:";
+const CLOSE: &str = "|>";
+
+/// Reads one line (without its newline) as a marker, ignoring fences.
+pub fn parse_marker(line: &str) -> Option<Marker> {
+    let t = line.trim();
+    let head = t.get(..OPEN.len())?;
+    if !head.eq_ignore_ascii_case(OPEN) || !t.ends_with(CLOSE) || t.len() < OPEN.len() + 2 {
+        return None;
+    }
+    // The label runs to the last `|>`, so it may itself hold `|` and `|>`.
+    let inner = &t[OPEN.len()..t.len() - CLOSE.len()];
+    let (word, label) = match inner.split_once('|') {
+        Some((w, l)) => (w, Some(l.trim())),
+        None => (inner, None),
+    };
+    let directive = match word.trim().to_ascii_lowercase().as_str() {
+        "continue" => Directive::Continue,
+        "exit" => Directive::Exit,
+        "abort" => Directive::Abort,
+        _ => return None,
+    };
+    Some(Marker {
+        directive,
+        label: label.filter(|l| !l.is_empty()).map(str::to_string),
+        line: None,
+    })
+}
+
+/// A fence opener or closer: up to three spaces, then three or more backticks or tildes.
+fn fence(line: &str) -> Option<(u8, usize)> {
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    if indent > 3 {
+        return None;
+    }
+    let rest = &line.as_bytes()[indent..];
+    let ch = *rest.first().filter(|c| matches!(c, b'`' | b'~'))?;
+    let run = rest.iter().take_while(|&&c| c == ch).count();
+    (run >= 3).then_some((ch, run))
+}
+
+/// Scans a phase's output line by line as it streams.
+#[derive(Debug, Default, Clone)]
+pub struct MarkerScanner {
+    open_fence: Option<(u8, usize)>,
+    lines: u64,
+    pub seen: Vec<Marker>,
+}
+
+impl MarkerScanner {
+    /// Feeds one complete line (a trailing `\r` is ignored).
+    pub fn line(&mut self, line: &str) {
+        self.lines += 1;
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if let Some((ch, len)) = fence(line) {
+            match self.open_fence {
+                None => self.open_fence = Some((ch, len)),
+                // A closer is the same character, at least as long, with nothing after it.
+                Some((och, olen)) if och == ch && len >= olen && line.trim().len() == len => {
+                    self.open_fence = None
+                }
+                Some(_) => {}
+            }
+            return;
+        }
+        if self.open_fence.is_some() {
+            return;
+        }
+        if let Some(mut m) = parse_marker(line) {
+            m.line = Some(self.lines);
+            self.seen.push(m);
+        }
+    }
+
+    /// The marker the loop acts on: the most severe, the first on a tie.
+    pub fn winner(&self) -> Option<&Marker> {
+        winner(&self.seen)
+    }
+}
+
+pub fn winner(seen: &[Marker]) -> Option<&Marker> {
+    seen.iter()
+        .fold(None, |best: Option<&Marker>, m| match best {
+            Some(b) if b.directive >= m.directive => Some(b),
+            _ => Some(m),
+        })
+}
+
+/// Scans a whole text (for tests and after-the-fact use).
+pub fn scan(text: &str) -> MarkerScanner {
+    let mut s = MarkerScanner::default();
+    text.lines().for_each(|l| s.line(l));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn win(text: &str) -> Option<(Directive, Option<String>)> {
+        scan(text).winner().map(|m| (m.directive, m.label.clone()))
+    }
+
+    #[test]
+    fn whole_line_case_insensitive_with_labels() {
+        assert_eq!(win("<|workflow: exit|>"), Some((Directive::Exit, None)));
+        assert_eq!(
+            win("  <|WORKFLOW: Exit | tests green|>  "),
+            Some((Directive::Exit, Some("tests green".into())))
+        );
+        assert_eq!(
+            win("<|workflow:abort| a | b |> c|>"),
+            Some((Directive::Abort, Some("a | b |> c".into())))
+        );
+        assert_eq!(win("<|workflow: exit | |>"), Some((Directive::Exit, None)));
+    }
+
+    #[test]
+    fn prose_fences_and_unknown_words_are_ignored() {
+        assert_eq!(win("say <|workflow: exit|> when done"), None);
+        assert_eq!(win("<|workflow: exit|> now"), None);
+        assert_eq!(win("<|workflow: finish|>"), None);
+        assert_eq!(win("<|workflow: exit"), None);
+        assert_eq!(win("```\n<|workflow: exit|>\n```"), None);
+        assert_eq!(win("~~~md\n<|workflow: abort|>\n~~~"), None);
+        // A ``` line does not close a ~~~ fence; a longer closer does close a shorter opener.
+        assert_eq!(win("~~~\n```\n<|workflow: exit|>\n~~~"), None);
+        assert_eq!(
+            win("```\nx\n`````\n<|workflow: exit|>"),
+            Some((Directive::Exit, None))
+        );
+        // A fence line with an info string does not close an open fence.
+        assert_eq!(win("```\n```rust\n<|workflow: exit|>"), None);
+        // Four spaces of indent is code, not a fence.
+        assert_eq!(
+            win("    ```\n<|workflow: exit|>"),
+            Some((Directive::Exit, None))
+        );
+    }
+
+    #[test]
+    fn most_severe_wins_first_on_tie() {
+        assert_eq!(
+            win("<|workflow: exit|a|>\n<|workflow: abort|b|>\n<|workflow: continue|>"),
+            Some((Directive::Abort, Some("b".into())))
+        );
+        assert_eq!(
+            win("<|workflow: exit|first|>\n<|workflow: exit|second|>"),
+            Some((Directive::Exit, Some("first".into())))
+        );
+        assert_eq!(
+            win("<|workflow: continue|>"),
+            Some((Directive::Continue, None))
+        );
+        let s = scan("a\r\n<|workflow: exit|x|>\r\n");
+        assert_eq!(s.seen[0].line, Some(2));
+    }
+}

@@ -1,0 +1,652 @@
+//! What a loop does next, as a pure function of its log.
+//!
+//! The runner folds the events it has written into a `Cursor` and asks `next_step` what to do;
+//! `resume` folds the same events read back from the log and asks the same question. One code
+//! path, so an interrupted run continues exactly where the log says it was.
+
+use serde_json::Value;
+
+use crate::event::{Event, Kind};
+use crate::loopfile::PhaseKind;
+use crate::markers::{Directive, Marker};
+
+/// Where a phase sits in the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Pos {
+    pub kind: PhaseKind,
+    pub index: usize,
+    /// 0 for pre phases, 1-based for loop phases, the last loop iteration for post phases.
+    pub iteration: u64,
+}
+
+/// How a phase attempt ended, as recorded in its `phase_finished` event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseEnd {
+    /// `end_turn` (exit 0), `error` (non-zero exit), `signal`, `cancelled`, `timeout`.
+    pub stop_reason: String,
+    pub exit_code: Option<i64>,
+    pub marker: Option<Marker>,
+}
+
+impl PhaseEnd {
+    pub fn clean(&self) -> bool {
+        self.stop_reason == "end_turn"
+    }
+
+    /// An end that a resume runs again rather than acts on.
+    pub fn interrupted(&self) -> bool {
+        matches!(self.stop_reason.as_str(), "cancelled" | "timeout")
+    }
+}
+
+/// Avenor's `exit_reason` vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitReason {
+    Marker,
+    Abort,
+    MaxIterations,
+    PhaseFailure,
+    Cancelled,
+    Timeout,
+    EndTurn,
+}
+
+impl ExitReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExitReason::Marker => "marker",
+            ExitReason::Abort => "abort",
+            ExitReason::MaxIterations => "max_iterations",
+            ExitReason::PhaseFailure => "phase_failure",
+            ExitReason::Cancelled => "cancelled",
+            ExitReason::Timeout => "timeout",
+            ExitReason::EndTurn => "end_turn",
+        }
+    }
+}
+
+/// How the loop ended: what the `stopped` event, the sentinel and the exit code say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ending {
+    pub reason: ExitReason,
+    pub label: Option<String>,
+    /// The failing (or cancelled) phase's exit code.
+    pub exit_code: Option<i64>,
+    /// The last phase's stop reason.
+    pub stop_reason: String,
+    pub iterations_completed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    Run {
+        pos: Pos,
+        attempt: u64,
+    },
+    /// Write `phase_retry`, wait `delay`, then run `attempt`.
+    Retry {
+        pos: Pos,
+        attempt: u64,
+        retry: u64,
+    },
+    Finish(Ending),
+}
+
+/// The shape of a loop: how many phases of each kind and the iteration limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub pre: usize,
+    pub loop_: usize,
+    pub post: usize,
+    pub max_iterations: u64,
+    pub max_retries: u64,
+}
+
+/// The runner's progress, folded from its own events.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cursor {
+    /// A phase started (or scheduled for a retry) and not yet finished.
+    pub open: Option<Pos>,
+    /// Highest attempt number started for the current position.
+    pub attempt: u64,
+    /// Retries taken for the current position.
+    pub retries: u64,
+    pub last: Option<(Pos, PhaseEnd)>,
+    pub last_loop: Option<(Pos, PhaseEnd)>,
+    /// `git rev-parse HEAD` after the last finished phase, when in a git work tree.
+    pub commit: Option<String>,
+    /// `git rev-parse HEAD` when the last finished phase started.
+    pub commit_before: Option<String>,
+    starting_commit: Option<String>,
+    /// The session of the last phase attempt.
+    pub session: Option<String>,
+    pub ended: bool,
+}
+
+fn pos_of(ev: &Event<'_>, p: &Value) -> Option<Pos> {
+    Some(Pos {
+        kind: PhaseKind::parse(p.get("kind")?.as_str()?)?,
+        index: p.get("index")?.as_u64()? as usize,
+        iteration: ev.iteration.unwrap_or(0),
+    })
+}
+
+pub fn phase_end(p: &Value) -> PhaseEnd {
+    PhaseEnd {
+        stop_reason: p
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .unwrap_or("end_turn")
+            .to_string(),
+        exit_code: p.get("exit_code").and_then(Value::as_i64),
+        marker: p
+            .get("marker")
+            .and_then(|m| serde_json::from_value(m.clone()).ok()),
+    }
+}
+
+impl Cursor {
+    pub fn apply(&mut self, ev: &Event<'_>) {
+        match ev.kind {
+            Kind::PhaseStarted | Kind::PhaseFinished | Kind::PhaseRetry => {
+                let p = ev.payload_value();
+                let Some(pos) = pos_of(ev, &p) else { return };
+                let attempt = p.get("attempt").and_then(Value::as_u64).unwrap_or(1);
+                let same = self.open == Some(pos) || self.last.as_ref().is_some_and(|l| l.0 == pos);
+                if !same {
+                    self.attempt = 0;
+                    self.retries = 0;
+                }
+                self.attempt = self.attempt.max(attempt);
+                match ev.kind {
+                    Kind::PhaseStarted => {
+                        self.open = Some(pos);
+                        self.starting_commit =
+                            p.get("commit").and_then(Value::as_str).map(Into::into);
+                        self.session = p.get("session_id").and_then(Value::as_str).map(Into::into);
+                    }
+                    Kind::PhaseRetry => {
+                        self.open = Some(pos);
+                        self.retries += 1;
+                    }
+                    _ => {
+                        self.open = None;
+                        let end = phase_end(&p);
+                        self.commit_before = self.starting_commit.take();
+                        self.commit = p.get("commit").and_then(Value::as_str).map(Into::into);
+                        if pos.kind == PhaseKind::Loop {
+                            self.last_loop = Some((pos, end.clone()));
+                        }
+                        self.last = Some((pos, end));
+                    }
+                }
+            }
+            Kind::Stopped | Kind::Failed => self.ended = true,
+            Kind::RunResumed | Kind::RunStarted => self.ended = false,
+            _ => {}
+        }
+    }
+
+    /// Loop iterations that ran to their end (or to an exit or abort marker).
+    pub fn iterations_completed(&self, shape: &Shape) -> u64 {
+        match &self.last_loop {
+            None => 0,
+            Some((pos, end)) => {
+                let ended_by_marker = end.clean()
+                    && end
+                        .marker
+                        .as_ref()
+                        .is_some_and(|m| m.directive != Directive::Continue);
+                if (pos.index + 1 == shape.loop_ && end.clean()) || ended_by_marker {
+                    pos.iteration
+                } else {
+                    pos.iteration.saturating_sub(1)
+                }
+            }
+        }
+    }
+}
+
+/// Exponential backoff before retry `n` (1-based): `base` doubling, capped at `cap`.
+pub fn backoff_ms(base_ms: u64, cap_ms: u64, n: u64) -> u64 {
+    let shift = n.saturating_sub(1).min(32) as u32;
+    base_ms.saturating_mul(1u64 << shift).min(cap_ms)
+}
+
+/// The next thing the loop does, given its shape and what its log says happened.
+pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
+    let finish = |reason, label: Option<String>, exit_code, stop_reason: &str| {
+        Step::Finish(Ending {
+            reason,
+            label,
+            exit_code,
+            stop_reason: stop_reason.to_string(),
+            iterations_completed: c.iterations_completed(shape),
+        })
+    };
+    let first_of = |kind: PhaseKind, iteration: u64| -> Option<Pos> {
+        let n = match kind {
+            PhaseKind::Pre => shape.pre,
+            PhaseKind::Loop => shape.loop_,
+            PhaseKind::Post => shape.post,
+        };
+        (n > 0).then_some(Pos {
+            kind,
+            index: 0,
+            iteration,
+        })
+    };
+    let run = |pos: Pos| Step::Run { pos, attempt: 1 };
+    // After the loop: post phases, then the ending the loop phases decided.
+    let after_loop = |iteration: u64, reason: ExitReason, label: Option<String>| match first_of(
+        PhaseKind::Post,
+        iteration,
+    ) {
+        Some(p) => run(p),
+        None => finish(reason, label, None, "end_turn"),
+    };
+    let loop_ending = || -> (ExitReason, Option<String>) {
+        match &c.last_loop {
+            Some((_, end)) => match &end.marker {
+                Some(m) if m.directive == Directive::Exit => (ExitReason::Marker, m.label.clone()),
+                _ => (ExitReason::MaxIterations, None),
+            },
+            None => (ExitReason::EndTurn, None),
+        }
+    };
+
+    if let Some(pos) = c.open {
+        return Step::Run {
+            pos,
+            attempt: c.attempt + 1,
+        };
+    }
+    let Some((pos, end)) = &c.last else {
+        return match first_of(PhaseKind::Pre, 0).or(first_of(PhaseKind::Loop, 1)) {
+            Some(p) => run(p),
+            None => finish(ExitReason::EndTurn, None, None, "end_turn"),
+        };
+    };
+    let pos = *pos;
+    if end.interrupted() {
+        return Step::Run {
+            pos,
+            attempt: c.attempt + 1,
+        };
+    }
+    if !end.clean() {
+        if end.exit_code == Some(1) && c.retries < shape.max_retries {
+            return Step::Retry {
+                pos,
+                attempt: c.attempt + 1,
+                retry: c.retries + 1,
+            };
+        }
+        return finish(
+            ExitReason::PhaseFailure,
+            None,
+            end.exit_code,
+            &end.stop_reason,
+        );
+    }
+    if let Some(m) = end
+        .marker
+        .as_ref()
+        .filter(|m| m.directive == Directive::Abort)
+    {
+        return finish(ExitReason::Abort, m.label.clone(), None, "blocked");
+    }
+    let next_in = |kind: PhaseKind, n: usize| {
+        (pos.index + 1 < n).then_some(Pos {
+            kind,
+            index: pos.index + 1,
+            iteration: pos.iteration,
+        })
+    };
+    match pos.kind {
+        PhaseKind::Pre => {
+            if let Some(p) = next_in(PhaseKind::Pre, shape.pre) {
+                return run(p);
+            }
+            match first_of(PhaseKind::Loop, 1) {
+                Some(p) => run(p),
+                None => after_loop(0, ExitReason::EndTurn, None),
+            }
+        }
+        PhaseKind::Loop => {
+            if end
+                .marker
+                .as_ref()
+                .is_some_and(|m| m.directive == Directive::Exit)
+            {
+                let (r, l) = loop_ending();
+                return after_loop(pos.iteration, r, l);
+            }
+            if let Some(p) = next_in(PhaseKind::Loop, shape.loop_) {
+                return run(p);
+            }
+            if pos.iteration < shape.max_iterations {
+                return run(Pos {
+                    kind: PhaseKind::Loop,
+                    index: 0,
+                    iteration: pos.iteration + 1,
+                });
+            }
+            after_loop(pos.iteration, ExitReason::MaxIterations, None)
+        }
+        PhaseKind::Post => match next_in(PhaseKind::Post, shape.post) {
+            Some(p) => run(p),
+            None => {
+                let (r, l) = loop_ending();
+                finish(r, l, None, "end_turn")
+            }
+        },
+    }
+}
+
+/// Avenor's sentinel file and loopctl's exit code for an ending.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sentinel {
+    pub status: &'static str,
+    pub code: i32,
+    pub session: String,
+    pub stop_reason: String,
+    pub reason: Option<String>,
+    pub exit_code: Option<i64>,
+    pub run_id: String,
+}
+
+impl Sentinel {
+    pub fn for_ending(e: &Ending, session: &str, run_id: &str) -> Sentinel {
+        let failing_code = e.exit_code.filter(|&c| c != 0).unwrap_or(1);
+        let (status, code, stop_reason, reason, exit_code) = match e.reason {
+            ExitReason::Marker | ExitReason::MaxIterations | ExitReason::EndTurn => {
+                ("DONE", 0, e.stop_reason.clone(), None, None)
+            }
+            ExitReason::Abort => ("BLOCKED", 5, "blocked".into(), e.label.clone(), None),
+            ExitReason::PhaseFailure => (
+                "FAILED",
+                failing_code.clamp(1, 255) as i32,
+                e.stop_reason.clone(),
+                None,
+                Some(failing_code),
+            ),
+            ExitReason::Timeout => ("TIMEOUT", 124, "timeout".into(), None, None),
+            ExitReason::Cancelled => (
+                "KILLED",
+                130,
+                "cancelled".into(),
+                None,
+                Some(e.exit_code.unwrap_or(130)),
+            ),
+        };
+        Sentinel {
+            status,
+            code,
+            session: session.into(),
+            stop_reason,
+            reason,
+            exit_code,
+            run_id: run_id.into(),
+        }
+    }
+
+    /// A loop file that failed validation: nothing ran.
+    pub fn config_error(message: &str, run_id: &str) -> Sentinel {
+        Sentinel {
+            status: "FAILED",
+            code: 1,
+            session: String::new(),
+            stop_reason: "config_error".into(),
+            reason: Some(message.into()),
+            exit_code: Some(1),
+            run_id: run_id.into(),
+        }
+    }
+
+    /// The file's text: status, `SESSION=`, `STOP_REASON=`, the optional lines, `RUN=`.
+    /// Newlines in values become spaces so every value stays on its line.
+    pub fn render(&self) -> String {
+        let clean = |s: &str| s.replace(['\r', '\n'], " ");
+        let mut out = format!(
+            "{}\nSESSION={}\nSTOP_REASON={}\n",
+            self.status,
+            clean(&self.session),
+            clean(&self.stop_reason)
+        );
+        if let Some(r) = &self.reason {
+            out.push_str(&format!("REASON={}\n", clean(r)));
+        }
+        if let Some(c) = self.exit_code {
+            out.push_str(&format!("EXIT_CODE={c}\n"));
+        }
+        out.push_str(&format!("RUN={}\n", clean(&self.run_id)));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Event;
+    use serde_json::json;
+
+    const SHAPE: Shape = Shape {
+        pre: 1,
+        loop_: 2,
+        post: 1,
+        max_iterations: 2,
+        max_retries: 1,
+    };
+
+    fn ev(kind: Kind, it: u64, payload: Value) -> Event<'static> {
+        Event {
+            iteration: Some(it),
+            ..Event::new(kind)
+        }
+        .with_payload(&payload)
+    }
+
+    fn pos(kind: PhaseKind, index: usize, iteration: u64) -> Pos {
+        Pos {
+            kind,
+            index,
+            iteration,
+        }
+    }
+
+    /// Drives `next_step` as the runner would, with each phase ending as `end` says.
+    fn drive(shape: &Shape, end: impl Fn(&Pos, u64) -> Value) -> (Vec<(Pos, u64)>, Ending) {
+        let mut c = Cursor::default();
+        let mut ran = vec![];
+        for _ in 0..100 {
+            match next_step(shape, &c) {
+                step @ (Step::Run { pos, attempt } | Step::Retry { pos, attempt, .. }) => {
+                    let base =
+                        json!({"kind": pos.kind.as_str(), "index": pos.index, "attempt": attempt});
+                    if matches!(step, Step::Retry { .. }) {
+                        c.apply(&ev(Kind::PhaseRetry, pos.iteration, base.clone()));
+                    }
+                    c.apply(&ev(Kind::PhaseStarted, pos.iteration, base.clone()));
+                    let mut fin = base;
+                    fin.as_object_mut()
+                        .unwrap()
+                        .extend(end(&pos, attempt).as_object().unwrap().clone());
+                    c.apply(&ev(Kind::PhaseFinished, pos.iteration, fin));
+                    ran.push((pos, attempt));
+                }
+                Step::Finish(e) => return (ran, e),
+            }
+        }
+        panic!("no end")
+    }
+
+    #[test]
+    fn pre_loop_post_then_iteration_limit() {
+        let (ran, e) = drive(&SHAPE, |_, _| json!({"stop_reason": "end_turn"}));
+        let names: Vec<_> = ran
+            .iter()
+            .map(|(p, _)| (p.kind, p.index, p.iteration))
+            .collect();
+        use PhaseKind::*;
+        assert_eq!(
+            names,
+            [
+                (Pre, 0, 0),
+                (Loop, 0, 1),
+                (Loop, 1, 1),
+                (Loop, 0, 2),
+                (Loop, 1, 2),
+                (Post, 0, 2)
+            ]
+        );
+        assert_eq!(
+            (e.reason, e.iterations_completed),
+            (ExitReason::MaxIterations, 2)
+        );
+    }
+
+    #[test]
+    fn exit_marker_ends_the_iteration_and_runs_post() {
+        let (ran, e) = drive(&SHAPE, |p, _| {
+            if p.kind == PhaseKind::Loop && p.index == 0 {
+                json!({"marker": {"directive": "exit", "label": "green"}})
+            } else {
+                json!({})
+            }
+        });
+        assert_eq!(ran.len(), 3);
+        assert_eq!(ran[2].0.kind, PhaseKind::Post);
+        assert_eq!(
+            (e.reason, e.label.as_deref(), e.iterations_completed),
+            (ExitReason::Marker, Some("green"), 1)
+        );
+    }
+
+    #[test]
+    fn abort_skips_post_and_failure_retries_once() {
+        let (ran, e) = drive(&SHAPE, |p, _| {
+            if p.kind == PhaseKind::Loop && p.iteration == 2 && p.index == 1 {
+                json!({"marker": {"directive": "abort"}})
+            } else {
+                json!({})
+            }
+        });
+        assert_eq!(
+            (ran.len(), e.reason, e.label.clone()),
+            (5, ExitReason::Abort, None)
+        );
+        assert_eq!(e.iterations_completed, 2);
+        let (ran, e) = drive(&SHAPE, |p, _| {
+            if p.kind == PhaseKind::Loop {
+                json!({"stop_reason": "error", "exit_code": 1})
+            } else {
+                json!({})
+            }
+        });
+        assert_eq!(ran.iter().map(|r| r.1).collect::<Vec<_>>(), [1, 1, 2]);
+        assert_eq!(
+            (e.reason, e.exit_code, e.iterations_completed),
+            (ExitReason::PhaseFailure, Some(1), 0)
+        );
+        // Exit codes other than 1 are not retried.
+        let (ran, _) = drive(
+            &SHAPE,
+            |_, _| json!({"stop_reason": "error", "exit_code": 3}),
+        );
+        assert_eq!(ran.len(), 1);
+    }
+
+    #[test]
+    fn an_open_or_interrupted_phase_is_run_again_as_a_new_attempt() {
+        let mut c = Cursor::default();
+        let p0 = json!({"kind": "loop", "index": 1, "attempt": 1});
+        c.apply(&ev(Kind::PhaseStarted, 3, p0.clone()));
+        assert_eq!(
+            next_step(&SHAPE, &c),
+            Step::Run {
+                pos: pos(PhaseKind::Loop, 1, 3),
+                attempt: 2
+            }
+        );
+        let mut fin = p0;
+        fin["stop_reason"] = "cancelled".into();
+        c.apply(&ev(Kind::PhaseFinished, 3, fin));
+        assert_eq!(
+            next_step(&SHAPE, &c),
+            Step::Run {
+                pos: pos(PhaseKind::Loop, 1, 3),
+                attempt: 2
+            }
+        );
+        assert!(matches!(
+            next_step(
+                &Shape {
+                    pre: 0,
+                    loop_: 0,
+                    post: 0,
+                    ..SHAPE
+                },
+                &Cursor::default()
+            ),
+            Step::Finish(Ending {
+                reason: ExitReason::EndTurn,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn backoff_doubles_to_its_cap() {
+        let v: Vec<_> = (1..=6).map(|n| backoff_ms(2000, 30_000, n)).collect();
+        assert_eq!(v, [2000, 4000, 8000, 16000, 30000, 30000]);
+        assert_eq!(backoff_ms(u64::MAX, 30_000, 70), 30_000);
+    }
+
+    #[test]
+    fn sentinels_as_avenor_writes_them() {
+        let end = |reason, label: Option<&str>, code| Ending {
+            reason,
+            label: label.map(Into::into),
+            exit_code: code,
+            stop_reason: "end_turn".into(),
+            iterations_completed: 1,
+        };
+        let s = Sentinel::for_ending(
+            &end(
+                ExitReason::Abort,
+                Some("architectural issue:\nlayering"),
+                None,
+            ),
+            "ses_abc123",
+            "a3f9",
+        );
+        assert_eq!(
+            (s.code, s.render().as_str()),
+            (
+                5,
+                "BLOCKED\nSESSION=ses_abc123\nSTOP_REASON=blocked\nREASON=architectural issue: layering\nRUN=a3f9\n"
+            )
+        );
+        let s = Sentinel::for_ending(&end(ExitReason::Abort, None, None), "s", "r");
+        assert!(!s.render().contains("REASON=") || s.render().contains("STOP_REASON=blocked\nRUN"));
+        let f = Sentinel::for_ending(&end(ExitReason::PhaseFailure, None, Some(3)), "s", "r");
+        assert_eq!((f.status, f.code), ("FAILED", 3));
+        assert!(f.render().contains("EXIT_CODE=3\nRUN=r\n"));
+        for (r, st, code) in [
+            (ExitReason::Marker, "DONE", 0),
+            (ExitReason::MaxIterations, "DONE", 0),
+            (ExitReason::EndTurn, "DONE", 0),
+            (ExitReason::Timeout, "TIMEOUT", 124),
+            (ExitReason::Cancelled, "KILLED", 130),
+        ] {
+            let s = Sentinel::for_ending(&end(r, None, None), "s", "r");
+            assert_eq!((s.status, s.code), (st, code), "{r:?}");
+        }
+        assert!(
+            Sentinel::for_ending(&end(ExitReason::Cancelled, None, Some(130)), "s", "r")
+                .render()
+                .contains("EXIT_CODE=130\n")
+        );
+    }
+}
