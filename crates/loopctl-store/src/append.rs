@@ -40,6 +40,17 @@ pub struct LogWriter {
     _lock: File,
     next_seq: u64,
     fsync: Fsync,
+    end: u64,
+}
+
+/// An event as it now stands in the log.
+#[derive(Debug, Clone)]
+pub struct Appended {
+    pub event: Event<'static>,
+    /// The line written, without its newline.
+    pub line: String,
+    /// Byte offset just past the line's newline.
+    pub end: u64,
 }
 
 fn lock_path(log: &Path) -> PathBuf {
@@ -48,6 +59,23 @@ fn lock_path(log: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     log.with_file_name(format!(".{name}.lock"))
+}
+
+/// The pid of the writer holding `log`'s lock, if one does. Changes nothing on disk.
+pub fn holder(log: &Path) -> Option<String> {
+    let mut lock = OpenOptions::new().read(true).open(lock_path(log)).ok()?;
+    match lock.try_lock_shared() {
+        Ok(()) => None,
+        Err(TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = lock.read_to_string(&mut pid);
+            Some(match pid.trim() {
+                "" => "unknown".to_string(),
+                p => p.to_string(),
+            })
+        }
+        Err(TryLockError::Error(_)) => None,
+    }
 }
 
 impl LogWriter {
@@ -94,6 +122,7 @@ impl LogWriter {
             .open(log)
             .map_err(io_err(log))?;
         let repair = repair_tail(log, &mut file)?;
+        let end = file.metadata().map_err(io_err(log))?.len();
         Ok((
             LogWriter {
                 path: log.to_path_buf(),
@@ -101,6 +130,7 @@ impl LogWriter {
                 _lock: lock,
                 next_seq,
                 fsync,
+                end,
             },
             repair,
         ))
@@ -110,8 +140,13 @@ impl LogWriter {
         self.next_seq
     }
 
-    /// Appends one event with the next seq; returns the event as written.
-    pub fn append(&mut self, ev: &Event<'_>) -> Result<Event<'static>> {
+    /// Byte size of the log: where the next line will start.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Appends one event with the next seq, in one `write`; returns it as written.
+    pub fn append(&mut self, ev: &Event<'_>) -> Result<Appended> {
         let mut ev = ev.clone().into_owned();
         ev.seq = Some(self.next_seq);
         let mut line = ev.to_native_line();
@@ -123,7 +158,13 @@ impl LogWriter {
             self.sync()?;
         }
         self.next_seq += 1;
-        Ok(ev)
+        self.end += line.len() as u64;
+        line.pop();
+        Ok(Appended {
+            event: ev,
+            line,
+            end: self.end,
+        })
     }
 
     pub fn sync(&self) -> Result<()> {
@@ -234,5 +275,8 @@ mod tests {
             Err(StoreError::Locked { pid, .. }) => assert_eq!(pid, std::process::id().to_string()),
             other => panic!("expected Locked, got {:?}", other.err()),
         }
+        assert_eq!(holder(&log), Some(std::process::id().to_string()));
+        drop(_w);
+        assert_eq!(holder(&log), None);
     }
 }
