@@ -60,6 +60,10 @@ enum Command {
     Status(cmd::status::Args),
     List(cmd::list::Args),
     History(cmd::history::Args),
+    Run(cmd::run::RunArgs),
+    Resume(cmd::run::ResumeArgs),
+    Stop(cmd::stop::Args),
+    Clean(cmd::clean::Args),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +81,10 @@ fn main() -> ExitCode {
         Command::Status(a) => cmd::status::run(&ctx, a),
         Command::List(a) => cmd::list::run(&ctx, a),
         Command::History(a) => cmd::history::run(&ctx, a),
+        Command::Run(a) => cmd::run::run(&ctx, a),
+        Command::Resume(a) => cmd::run::resume(&ctx, a),
+        Command::Stop(a) => cmd::stop::run(&ctx, a),
+        Command::Clean(a) => cmd::clean::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

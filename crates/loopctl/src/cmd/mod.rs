@@ -1,11 +1,14 @@
 //! One module per command. Each parses its arguments, calls the store, prints.
 
 pub mod check;
+pub mod clean;
 pub mod history;
 pub mod list;
 pub mod recover;
 pub mod replay;
+pub mod run;
 pub mod status;
+pub mod stop;
 
 use std::path::{Path, PathBuf};
 

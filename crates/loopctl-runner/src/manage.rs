@@ -1,0 +1,136 @@
+//! Stopping runs and deleting them: the operations on a run from outside its runner.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use loopctl_core::Kind;
+use loopctl_core::{Event, RunState, Ts};
+use loopctl_store::append::{Fsync, LogWriter, holder};
+use loopctl_store::discover::{self, CURRENT, RUN_JSON, RunRef};
+use loopctl_store::read::{self, ReadOptions};
+use loopctl_store::snapshot::{folder_run, render, write_atomic};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::json;
+
+use crate::run::{RunnerError, STOP_REQUEST};
+
+type Result<T> = std::result::Result<T, RunnerError>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stopped {
+    /// A live runner was signalled and has let go of the run.
+    Live { pid: String },
+    /// The runner was signalled but still holds the run after the wait.
+    StillRunning { pid: String },
+    /// No runner: a `stopped` event was appended.
+    Idle,
+    /// Nothing to do: the run had already ended.
+    AlreadyOver(Box<RunState>),
+}
+
+fn state_of(run: &RunRef) -> Result<RunState> {
+    let opts = ReadOptions {
+        default_run: run.name.clone(),
+        threads: 1,
+        ..ReadOptions::default()
+    };
+    let outcome = read::replay_file(&run.log, &opts, None)?;
+    folder_run(&outcome, &run.name)
+        .cloned()
+        .ok_or_else(|| RunnerError::Invalid(format!("{} holds no event", run.log.display())))
+}
+
+/// Stops `run`: a live runner gets SIGTERM (it records `user_stop` and exits cleanly); an idle
+/// run gets a `stopped` event with reason `user_stop`.
+pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> Result<Stopped> {
+    if let Some(pid) = holder(&run.log) {
+        let n: i32 = pid.parse().map_err(|_| {
+            RunnerError::Invalid(format!(
+                "{} is locked by an unknown process",
+                run.log.display()
+            ))
+        })?;
+        if let Some(dir) = &run.dir {
+            let req = dir.join(STOP_REQUEST);
+            std::fs::write(&req, reason.unwrap_or("")).map_err(|source| RunnerError::Io {
+                path: req.clone(),
+                source,
+            })?;
+        }
+        kill(Pid::from_raw(n), Signal::SIGTERM)
+            .map_err(|e| RunnerError::Invalid(format!("cannot signal runner pid {pid}: {e}")))?;
+        let end = Instant::now() + wait;
+        while Instant::now() < end {
+            if holder(&run.log).is_none() {
+                return Ok(Stopped::Live { pid });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        return Ok(Stopped::StillRunning { pid });
+    }
+    let state = state_of(run)?;
+    if state.is_terminal() {
+        return Ok(Stopped::AlreadyOver(Box::new(state)));
+    }
+    let (mut w, _) = LogWriter::open(&run.log, state.last_seq.unwrap_or(0) + 1, Fsync::Always)?;
+    let mut payload = json!({ "reason": "user_stop" });
+    if let Some(r) = reason.filter(|r| !r.is_empty()) {
+        payload["detail"] = json!(r);
+    }
+    let ms = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+    w.append(
+        &Event {
+            ts: Some(Ts::from_millis(ms as i64)),
+            run_id: Some(state.run_id.clone().into()),
+            ..Event::new(Kind::Stopped)
+        }
+        .with_payload(&payload),
+    )?;
+    drop(w);
+    let after = state_of(run)?;
+    if let Some(p) = &run.run_json {
+        write_atomic(p, &render(&after))?;
+    }
+    if discover::read_current(root)
+        .is_some_and(|c| c.active_run_id.as_deref() == Some(after.run_id.as_str()))
+    {
+        let _ = std::fs::remove_file(root.join(CURRENT));
+    }
+    Ok(Stopped::Idle)
+}
+
+/// Why a run may not be deleted, if it may not.
+pub fn refuse_clean(run: &RunRef, force: bool) -> Option<String> {
+    if let Some(pid) = holder(&run.log) {
+        return Some(format!(
+            "run {} is running (runner pid {pid}); stop it first with `loopctl stop {}`",
+            run.name, run.name
+        ));
+    }
+    match state_of(run) {
+        Ok(s) if !s.is_terminal() && !force => Some(format!(
+            "run {} is still running according to its log (interrupted, resumable with `loopctl resume {}`); \
+             stop it with `loopctl stop {}` or pass --force",
+            run.name, run.name, run.name
+        )),
+        _ => None,
+    }
+}
+
+/// Deletes a run folder (only folders holding a history.jsonl or run.json).
+pub fn delete(run: &RunRef) -> Result<()> {
+    let dir = run.dir.as_ref().ok_or_else(|| {
+        RunnerError::Invalid(format!("{} is not a run folder", run.log.display()))
+    })?;
+    if !dir.join(discover::LOG_NAME).is_file() && !dir.join(RUN_JSON).is_file() {
+        return Err(RunnerError::Invalid(format!(
+            "{} is not a run folder",
+            dir.display()
+        )));
+    }
+    std::fs::remove_dir_all(dir).map_err(|source| RunnerError::Io {
+        path: dir.clone(),
+        source,
+    })
+}

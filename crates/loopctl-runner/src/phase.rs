@@ -1,0 +1,239 @@
+//! One phase attempt: a process in its own process group, its stdout and stderr kept in files
+//! (hashed as they stream), its stdout scanned line by line for loop markers.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use loopctl_core::markers::{Marker, MarkerScanner};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use sha2::{Digest, Sha256};
+
+use crate::control::Control;
+
+/// Longest line the marker scanner looks at; longer lines cannot be markers.
+const MAX_MARKER_LINE: usize = 64 << 10;
+
+pub enum Program {
+    /// An argv run directly, no shell.
+    Argv(Vec<String>),
+    /// A command line for `sh -c`.
+    Shell(String),
+}
+
+pub struct Attempt<'a> {
+    pub program: Program,
+    pub stdin: Option<String>,
+    pub env: Vec<(&'static str, String)>,
+    pub cwd: &'a Path,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    /// Also copy the phase's output to loopctl's stderr.
+    pub echo: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct Finished {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub duration_ms: u64,
+    pub markers: Vec<Marker>,
+    pub stdout_sha256: String,
+    pub stderr_sha256: String,
+    /// Last non-empty stdout line (a phase's result string), capped.
+    pub last_line: Option<String>,
+    /// Last non-empty stderr line, for error reports.
+    pub last_error_line: Option<String>,
+}
+
+struct Captured {
+    sha256: String,
+    markers: Vec<Marker>,
+    last_line: Option<String>,
+}
+
+fn hex(d: impl AsRef<[u8]>) -> String {
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Copies a stream to its file, hashing it and feeding complete lines to the marker scanner.
+fn capture(mut from: impl Read, to: &Path, echo: bool, scan: bool) -> std::io::Result<Captured> {
+    // Created here, not before the spawn: on some disks a file creation costs as much as a
+    // short phase, and here it overlaps with the phase running. The pipe holds the output.
+    let mut to = match create_new(to) {
+        Ok(f) => f,
+        Err(e) => {
+            // Still drain the pipe, or the phase would block on a full one.
+            let _ = std::io::copy(&mut from, &mut std::io::sink());
+            return Err(e);
+        }
+    };
+    let mut hash = Sha256::new();
+    let mut scanner = MarkerScanner::default();
+    let mut partial: Vec<u8> = Vec::new();
+    let mut last_line = None;
+    let mut buf = vec![0u8; 64 << 10];
+    let feed = |line: &[u8], scanner: &mut MarkerScanner, last: &mut Option<String>| {
+        let text = String::from_utf8_lossy(line);
+        let t = text.trim();
+        if !t.is_empty() {
+            *last = Some(t.chars().take(1000).collect());
+        }
+        if scan {
+            scanner.line(&text);
+        }
+    };
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let chunk = &buf[..n];
+        to.write_all(chunk)?;
+        hash.update(chunk);
+        if echo {
+            let _ = std::io::stderr().write_all(chunk);
+        }
+        let mut rest = chunk;
+        while let Some(i) = memchr::memchr(b'\n', rest) {
+            if partial.is_empty() {
+                feed(&rest[..i], &mut scanner, &mut last_line);
+            } else {
+                partial.extend_from_slice(&rest[..i]);
+                feed(&partial, &mut scanner, &mut last_line);
+                partial.clear();
+            }
+            rest = &rest[i + 1..];
+        }
+        // An over-long unfinished line is kept only up to the cap: it cannot be a marker.
+        let room = MAX_MARKER_LINE.saturating_sub(partial.len());
+        partial.extend_from_slice(&rest[..rest.len().min(room)]);
+    }
+    if !partial.is_empty() {
+        feed(&partial, &mut scanner, &mut last_line);
+    }
+    // No fsync here: the phase_finished event that names this file is fsynced, and an output
+    // file only matters as long as the page cache holds it or the disk does.
+    Ok(Captured {
+        sha256: hex(hash.finalize()),
+        markers: scanner.seen,
+        last_line,
+    })
+}
+
+/// Finds a bare program name on PATH once, instead of letting exec try every PATH entry.
+fn resolve(program: &str) -> PathBuf {
+    if program.contains('/') {
+        return PathBuf::from(program);
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(program))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| PathBuf::from(program))
+}
+
+fn create_new(path: &Path) -> std::io::Result<File> {
+    File::options().write(true).create_new(true).open(path)
+}
+
+/// Runs one attempt to its end. The caller has already logged `phase_started`.
+pub fn run(a: Attempt<'_>, control: &Control) -> std::io::Result<Finished> {
+    let (out_file, err_file) = (a.stdout.clone(), a.stderr.clone());
+    let mut cmd = match &a.program {
+        Program::Argv(argv) => {
+            let mut c = Command::new(resolve(&argv[0]));
+            c.args(&argv[1..]);
+            c
+        }
+        Program::Shell(line) => {
+            let mut c = Command::new("/bin/sh");
+            c.arg("-c").arg(line);
+            c
+        }
+    };
+    cmd.current_dir(a.cwd)
+        .envs(a.env.iter().map(|(k, v)| (*k, v)))
+        .stdin(if a.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let started = Instant::now();
+    let mut child = cmd.spawn()?;
+    let pgid = child.id() as i32;
+    control.set_group(pgid);
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().map(|s| {
+        let (tx, echo) = (tx.clone(), a.echo);
+        std::thread::spawn(move || {
+            let r = capture(s, &out_file, echo, true);
+            let _ = tx.send(());
+            r
+        })
+    });
+    let stderr = child.stderr.take().map(|s| {
+        let (tx, echo) = (tx.clone(), a.echo);
+        std::thread::spawn(move || {
+            let r = capture(s, &err_file, echo, false);
+            let _ = tx.send(());
+            r
+        })
+    });
+    drop(tx);
+    if let (Some(mut pipe), Some(text)) = (child.stdin.take(), a.stdin) {
+        // A phase that does not read its stdin must not block the runner.
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(text.as_bytes());
+        });
+    }
+    let status = child.wait();
+    // The phase is over when its leader exits; whatever it left holding the pipes gets a
+    // moment to finish, then its group is killed so the capture can end.
+    let readers = usize::from(stdout.is_some()) + usize::from(stderr.is_some());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut done = 0;
+    while done < readers {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(()) => done += 1,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+                break;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    control.clear_group();
+    let status = status?;
+    let join = |h: Option<std::thread::JoinHandle<std::io::Result<Captured>>>| match h {
+        Some(h) => h
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("output capture thread panicked"))),
+        None => Err(std::io::Error::other("no pipe")),
+    };
+    let out = join(stdout)?;
+    let err = join(stderr)?;
+    Ok(Finished {
+        exit_code: status.code(),
+        signal: status.signal(),
+        duration_ms: started.elapsed().as_millis() as u64,
+        markers: out.markers,
+        stdout_sha256: out.sha256,
+        stderr_sha256: err.sha256,
+        last_line: out.last_line,
+        last_error_line: err.last_line,
+    })
+}

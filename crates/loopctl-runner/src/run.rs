@@ -1,0 +1,929 @@
+//! The loop driver. Every fact goes to `history.jsonl` first (fsynced), then into the state,
+//! `run.json`, the `--on-event` stream and the caller's observer. What to do next is always
+//! `plan::next_step` over the events written so far, so a resumed run takes the same path.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use loopctl_core::event::Kind;
+use loopctl_core::loopfile::{self, LoopFile, Phase, PhaseKind};
+use loopctl_core::markers::winner;
+use loopctl_core::plan::{self, Cursor, Ending, ExitReason, Pos, Sentinel, Shape, Step};
+use loopctl_core::state::{LogMark, fingerprint};
+use loopctl_core::{Event, RunState, Ts, apply_mut, avenor, parse_line};
+use loopctl_store::StoreError;
+use loopctl_store::append::{Fsync, LogWriter};
+use loopctl_store::discover::{self, CURRENT, Current, LOG_NAME, RUN_JSON, RunRef};
+use loopctl_store::read::{self, ReadOptions};
+use loopctl_store::snapshot::{folder_run, render, write_atomic};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::control::{Control, Interrupt};
+use crate::phase::{self, Attempt, Program};
+use crate::template::{self, Vars};
+
+/// Where `loopctl stop` leaves its reason for a live runner.
+pub const STOP_REQUEST: &str = "stop.request";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    NotResumable(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+type Result<T> = std::result::Result<T, RunnerError>;
+
+fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> RunnerError {
+    let path = path.into();
+    move |source| RunnerError::Io { path, source }
+}
+
+/// How a run is driven. Stored in its `run_started` event, so `resume` needs nothing else.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// `--agent`: the argv template of prompt phases without an agent of their own.
+    pub agent: Option<Vec<String>>,
+    /// Where phases run (absolute).
+    pub workdir: PathBuf,
+    /// The loop file (absolute); `prompt_file`s are relative to its folder.
+    pub loop_file: Option<PathBuf>,
+    pub timeout_ms: Option<u64>,
+    pub max_retries: u64,
+    pub retry_base_ms: u64,
+    pub retry_cap_ms: u64,
+    pub sentinel_file: Option<PathBuf>,
+    /// A file to append Avenor lifecycle events to, or `-` for stdout.
+    pub on_event: Option<String>,
+    /// Copy phase output to stderr (not stored: a presentation choice of this invocation).
+    #[serde(skip)]
+    pub echo: bool,
+}
+
+impl RunOptions {
+    pub fn new(workdir: PathBuf) -> RunOptions {
+        RunOptions {
+            agent: None,
+            workdir,
+            loop_file: None,
+            timeout_ms: None,
+            max_retries: 0,
+            retry_base_ms: 2000,
+            retry_cap_ms: 30_000,
+            sentinel_file: None,
+            on_event: None,
+            echo: false,
+        }
+    }
+}
+
+/// A validated loop file, ready to run.
+#[derive(Debug)]
+pub struct Prepared {
+    pub file: LoopFile,
+    pub warnings: Vec<String>,
+}
+
+fn prompt_path(loop_file: Option<&Path>, rel: &str) -> PathBuf {
+    let p = Path::new(rel);
+    match loop_file.and_then(Path::parent) {
+        Some(dir) if p.is_relative() => dir.join(p),
+        _ => p.to_path_buf(),
+    }
+}
+
+/// Parses and validates a loop file (seed 003 rules, plus: prompt files exist, templates
+/// parse, prompt phases have an agent). Errors name the file and the phase.
+pub fn prepare(
+    loop_file: &Path,
+    text: &str,
+    initial: Option<String>,
+    cli_agent: Option<&[String]>,
+) -> std::result::Result<Prepared, Vec<String>> {
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", loop_file.display());
+    let parsed = loopfile::parse(text, initial)
+        .map_err(|es| es.iter().map(|e| at(e)).collect::<Vec<_>>())?;
+    let mut errors = Vec::new();
+    for kind in [PhaseKind::Pre, PhaseKind::Loop, PhaseKind::Post] {
+        for (i, p) in parsed.file.phases(kind).iter().enumerate() {
+            let place = format!("{}[{i}] ({:?})", kind.as_str(), p.name);
+            let text = match (&p.prompt, &p.prompt_file) {
+                (Some(t), _) => Some(t.clone()),
+                (_, Some(f)) => {
+                    let path = prompt_path(Some(loop_file), f);
+                    match std::fs::read_to_string(&path) {
+                        Ok(t) => Some(t),
+                        Err(e) => {
+                            errors
+                                .push(at(&format!("{place}: prompt_file {}: {e}", path.display())));
+                            None
+                        }
+                    }
+                }
+                _ => None,
+            };
+            if let Some(t) = text {
+                if let Err(e) = template::check(&t) {
+                    errors.push(at(&format!("{place}: prompt template: {e}")));
+                }
+                if parsed.file.agent_for(p, cli_agent).is_none() {
+                    errors.push(at(&format!(
+                        "{place}: a prompt phase needs an agent: pass --agent, or set \"agent\" in the loop file or the phase"
+                    )));
+                }
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(Prepared {
+            file: parsed.file,
+            warnings: parsed.warnings,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+/// How a run ended, for the caller to report.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub run_id: String,
+    pub dir: PathBuf,
+    pub ending: Ending,
+    pub sentinel: Sentinel,
+    pub state: RunState,
+}
+
+/// Writes `run.json` off the loop's path: the latest state wins, each write atomic and
+/// fsynced. The log is already durable when a state is sent, so a lost write costs nothing a
+/// replay cannot rebuild.
+const SNAPSHOT_INTERVAL: Duration = Duration::from_millis(100);
+
+struct SnapshotWriter {
+    tx: Option<std::sync::mpsc::Sender<String>>,
+    handle: Option<std::thread::JoinHandle<Option<String>>>,
+}
+
+impl SnapshotWriter {
+    fn new(path: PathBuf) -> SnapshotWriter {
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let handle = std::thread::spawn(move || {
+            let mut error = None;
+            while let Ok(mut text) = rx.recv() {
+                // Coalesce: a burst of short phases costs one write per interval.
+                let until = Instant::now() + SNAPSHOT_INTERVAL;
+                while let Ok(newer) =
+                    rx.recv_timeout(until.saturating_duration_since(Instant::now()))
+                {
+                    text = newer;
+                }
+                if let Err(e) = write_atomic(&path, &text) {
+                    error = Some(e.to_string());
+                }
+            }
+            error
+        });
+        SnapshotWriter {
+            tx: Some(tx),
+            handle: Some(handle),
+        }
+    }
+
+    fn send(&self, text: String) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(text);
+        }
+    }
+
+    /// Waits for the last write; returns the last error, if any write failed.
+    fn flush(&mut self) -> Option<String> {
+        self.tx.take();
+        self.handle.take().and_then(|h| h.join().ok().flatten())
+    }
+}
+
+pub struct Runner {
+    root: PathBuf,
+    dir: PathBuf,
+    run_id: String,
+    cfg: LoopFile,
+    opts: RunOptions,
+    shape: Shape,
+    writer: LogWriter,
+    state: RunState,
+    cursor: Cursor,
+    line: u64,
+    sink: Option<Box<dyn Write + Send>>,
+    control: Arc<Control>,
+    observer: Box<dyn FnMut(&Event<'_>)>,
+    git: bool,
+    last_failure: Option<String>,
+    started: Instant,
+    snapshots: SnapshotWriter,
+}
+
+fn now() -> Ts {
+    let ms = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+    Ts::from_millis(ms as i64)
+}
+
+/// `<stem>-<yyyyMMdd-HHmmss>`, aif-loop's id shape, so `task_alias` comes out as the stem.
+pub fn new_run_id(stem: &str) -> String {
+    let t = time::OffsetDateTime::now_utc();
+    let stem: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!(
+        "{}-{:04}{:02}{:02}-{:02}{:02}{:02}",
+        if stem.is_empty() { "loop" } else { &stem },
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+fn check_run_id(id: &str) -> Result<()> {
+    if id.is_empty() || id == "." || id == ".." || id.contains(['/', '\\', '\0']) {
+        return Err(RunnerError::Invalid(format!(
+            "run id {id:?} cannot name a folder: use letters, digits, '-', '_' or '.'"
+        )));
+    }
+    Ok(())
+}
+
+fn safe_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn shape_of(cfg: &LoopFile, opts: &RunOptions) -> Shape {
+    Shape {
+        pre: cfg.pre.len(),
+        loop_: cfg.loop_.len(),
+        post: cfg.post.len(),
+        max_iterations: cfg.max_iterations,
+        max_retries: opts.max_retries,
+    }
+}
+
+fn open_sink(spec: Option<&str>) -> Result<Option<Box<dyn Write + Send>>> {
+    Ok(match spec {
+        None => None,
+        Some("-") => Some(Box::new(std::io::stdout())),
+        Some(p) => Some(Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(io_err(p))?,
+        )),
+    })
+}
+
+fn session_id(run_id: &str, pos: &Pos, attempt: u64) -> String {
+    let mut h = Sha256::new();
+    h.update(format!(
+        "{run_id}\0{}\0{}\0{}\0{attempt}",
+        pos.kind.as_str(),
+        pos.index,
+        pos.iteration
+    ));
+    let d = h.finalize();
+    format!(
+        "ses_{}",
+        d[..6]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    )
+}
+
+impl Runner {
+    /// Creates the run folder under `root` and logs `run_started`.
+    pub fn start(
+        root: &Path,
+        run_id: Option<String>,
+        cfg: LoopFile,
+        opts: RunOptions,
+        task: Option<String>,
+    ) -> Result<Runner> {
+        std::fs::create_dir_all(root).map_err(io_err(root))?;
+        let stem = opts
+            .loop_file
+            .as_deref()
+            .and_then(Path::file_stem)
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "loop".into());
+        let (run_id, dir) = match run_id {
+            Some(id) => {
+                check_run_id(&id)?;
+                let dir = root.join(&id);
+                if dir.join(LOG_NAME).exists() {
+                    return Err(RunnerError::Invalid(format!(
+                        "run {id:?} already exists in {}: continue it with `loopctl resume {id}`, or pick another --run-id",
+                        dir.display()
+                    )));
+                }
+                (id, dir)
+            }
+            None => {
+                let base = new_run_id(&stem);
+                let mut id = base.clone();
+                let mut n = 1;
+                while root.join(&id).exists() {
+                    n += 1;
+                    id = format!("{base}-{n}");
+                }
+                let dir = root.join(&id);
+                (id, dir)
+            }
+        };
+        std::fs::create_dir_all(dir.join("logs")).map_err(io_err(&dir))?;
+        let (writer, _) = LogWriter::open(&dir.join(LOG_NAME), 1, Fsync::Always)?;
+        let shape = shape_of(&cfg, &opts);
+        let mut r = Runner::assemble(root, dir, run_id.clone(), cfg, opts, shape, writer)?;
+        r.state = RunState::new(&run_id);
+        let mut payload = json!({
+            "max_iterations": r.cfg.max_iterations,
+            "pre_phase_count": r.cfg.pre.len(),
+            "loop_phase_count": r.cfg.loop_.len(),
+            "post_phase_count": r.cfg.post.len(),
+            "config": r.cfg,
+            "options": r.opts,
+        });
+        if let Some(t) = task {
+            payload["task"] = json!({ "prompt": t });
+        }
+        r.emit(Kind::RunStarted, None, payload)?;
+        r.write_run_json()?;
+        Ok(r)
+    }
+
+    fn assemble(
+        root: &Path,
+        dir: PathBuf,
+        run_id: String,
+        cfg: LoopFile,
+        opts: RunOptions,
+        shape: Shape,
+        writer: LogWriter,
+    ) -> Result<Runner> {
+        let dir_json = dir.join(RUN_JSON);
+        let git = cfg_uses_git(&cfg, opts.loop_file.as_deref())
+            && template::head(&opts.workdir).is_some();
+        Ok(Runner {
+            root: root.to_path_buf(),
+            sink: open_sink(opts.on_event.as_deref())?,
+            dir,
+            run_id,
+            cfg,
+            opts,
+            shape,
+            writer,
+            state: RunState::default(),
+            cursor: Cursor::default(),
+            line: 0,
+            control: Arc::new(Control::default()),
+            observer: Box::new(|_| {}),
+            git,
+            last_failure: None,
+            started: Instant::now(),
+            snapshots: SnapshotWriter::new(dir_json),
+        })
+    }
+
+    /// Reopens an interrupted run from its log alone and logs `run_resumed`. `adjust` may
+    /// change the stored options (a new timeout, sentinel or event stream).
+    pub fn resume(
+        root: &Path,
+        run: &RunRef,
+        adjust: impl FnOnce(&mut RunOptions),
+    ) -> Result<Runner> {
+        let dir = run.dir.clone().ok_or_else(|| {
+            RunnerError::NotResumable(format!(
+                "{} is a bare log file; resume works on run folders made by `loopctl run`",
+                run.log.display()
+            ))
+        })?;
+        // Lock and repair the tail first, so the replay sees the log the runner will extend.
+        let (writer, repair) = LogWriter::open(&run.log, 1, Fsync::Always)?;
+        let opts_read = ReadOptions {
+            default_run: run.name.clone(),
+            threads: 1,
+            ..ReadOptions::default()
+        };
+        let outcome = read::replay_file(&run.log, &opts_read, None)?;
+        let state = folder_run(&outcome, &run.name).cloned().ok_or_else(|| {
+            RunnerError::NotResumable(format!("{} holds no event", run.log.display()))
+        })?;
+        if state.is_terminal() {
+            let why = match state.status {
+                loopctl_core::Status::Failed => format!(
+                    "it failed ({}){}",
+                    state.stop.reason,
+                    state
+                        .last_error
+                        .as_deref()
+                        .map(|e| format!(": {e}"))
+                        .unwrap_or_default()
+                ),
+                s => format!("it is {} ({})", s.as_str(), state.stop.reason),
+            };
+            return Err(RunnerError::NotResumable(format!(
+                "run {} is over, so there is nothing to resume: {why}. Start a new run with `loopctl run`.",
+                state.run_id
+            )));
+        }
+        let mut cursor = Cursor::default();
+        let mut started: Option<Value> = None;
+        read::for_each_event(&run.log, opts_read.max_line, |_, _, ev| {
+            if let Ok(ev) = ev
+                && ev.run_id.as_deref() == Some(state.run_id.as_str())
+            {
+                if ev.kind == Kind::RunStarted {
+                    started = Some(ev.payload_value());
+                }
+                cursor.apply(&ev);
+            }
+        })?;
+        let not_ours = || {
+            RunnerError::NotResumable(format!(
+                "run {} was not started by `loopctl run` (its log has no loop configuration), so loopctl cannot continue it",
+                state.run_id
+            ))
+        };
+        let started = started.ok_or_else(not_ours)?;
+        let cfg: LoopFile =
+            serde_json::from_value(started["config"].clone()).map_err(|_| not_ours())?;
+        let mut opts: RunOptions =
+            serde_json::from_value(started["options"].clone()).map_err(|_| not_ours())?;
+        adjust(&mut opts);
+        let shape = shape_of(&cfg, &opts);
+        let next_seq = state.last_seq.unwrap_or(0) + 1;
+        drop(writer);
+        let (writer, _) = LogWriter::open(&run.log, next_seq, Fsync::Always)?;
+        let mut r = Runner::assemble(root, dir, state.run_id.clone(), cfg, opts, shape, writer)?;
+        r.line = outcome.stats.lines;
+        r.state = state;
+        r.cursor = cursor;
+        let mut payload = json!({ "from_seq": next_seq - 1 });
+        if let Some(rep) = repair {
+            payload["tail_repair"] = json!(format!("{rep:?}"));
+        }
+        r.emit(Kind::RunResumed, None, payload)?;
+        r.write_run_json()?;
+        Ok(r)
+    }
+
+    pub fn observe(mut self, f: impl FnMut(&Event<'_>) + 'static) -> Runner {
+        self.observer = Box::new(f);
+        self
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends one event (log first), then projects it everywhere else.
+    fn emit(&mut self, kind: Kind, pos: Option<(&str, u64)>, payload: Value) -> Result<u64> {
+        let ev = Event {
+            ts: Some(now()),
+            run_id: Some(self.run_id.clone().into()),
+            iteration: pos.map(|p| p.1),
+            step: pos.map(|p| p.0.to_string().into()),
+            ..Event::new(kind)
+        }
+        .with_payload(&payload);
+        let a = self.writer.append(&ev)?;
+        self.line += 1;
+        // Apply what a replay will read: the line as written.
+        let parsed = parse_line(&a.line)
+            .map_err(|e| RunnerError::Invalid(format!("internal: own event unreadable: {e}")))?;
+        apply_mut(&mut self.state, &parsed);
+        self.state.log = LogMark {
+            offset: a.end,
+            line: self.line,
+            len: a.line.len() as u64,
+            fingerprint: Some(fingerprint(a.line.as_bytes())),
+        };
+        self.cursor.apply(&parsed);
+        if let (Some(sink), Some(l)) = (self.sink.as_mut(), avenor::lifecycle_line(&parsed)) {
+            // A consumer that went away must not stop the loop: the log has the event.
+            let _ = sink
+                .write_all(format!("{l}\n").as_bytes())
+                .and_then(|_| sink.flush());
+        }
+        (self.observer)(&parsed);
+        Ok(parsed.seq.unwrap_or(0))
+    }
+
+    fn write_run_json(&self) -> Result<()> {
+        self.snapshots.send(render(&self.state));
+        Ok(())
+    }
+
+    fn set_current(&self, active: bool) {
+        let path = self.root.join(CURRENT);
+        if active {
+            let cur = Current {
+                active_run_id: Some(self.run_id.clone()),
+                task_alias: Some(
+                    self.dir
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                ),
+                status: Some("running".into()),
+                updated_at: Some(now().to_rfc3339()),
+            };
+            if let Ok(text) = serde_json::to_string_pretty(&cur) {
+                let _ = write_atomic(&path, &format!("{text}\n"));
+            }
+        } else if discover::read_current(&self.root)
+            .is_some_and(|c| c.active_run_id.as_deref() == Some(self.run_id.as_str()))
+        {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    /// Runs the loop to its end and writes the sentinel.
+    pub fn execute(mut self) -> Result<Finished> {
+        let deadline = self
+            .opts
+            .timeout_ms
+            .map(|ms| self.started + Duration::from_millis(ms));
+        self.control
+            .install(deadline)
+            .map_err(io_err("signal handlers"))?;
+        self.set_current(true);
+        let ending = loop {
+            if let Some(i) = self.control.interrupted() {
+                break self.interrupted_ending(i);
+            }
+            match plan::next_step(&self.shape, &self.cursor) {
+                Step::Run { pos, attempt } => self.run_phase(pos, attempt)?,
+                Step::Retry {
+                    pos,
+                    attempt,
+                    retry,
+                } => {
+                    let delay =
+                        plan::backoff_ms(self.opts.retry_base_ms, self.opts.retry_cap_ms, retry);
+                    let name = self.phase(&pos).name.clone();
+                    let exit_code = self.cursor.last.as_ref().and_then(|l| l.1.exit_code);
+                    self.emit(
+                        Kind::PhaseRetry,
+                        Some((&name, pos.iteration)),
+                        json!({"kind": pos.kind.as_str(), "index": pos.index, "attempt": attempt - 1,
+                               "next_attempt": attempt, "retry": retry, "delay_ms": delay, "exit_code": exit_code}),
+                    )?;
+                    if self.control.sleep(Duration::from_millis(delay)) {
+                        self.run_phase(pos, attempt)?;
+                    }
+                }
+                Step::Finish(e) => break e,
+            }
+        };
+        self.finish(ending)
+    }
+
+    fn interrupted_ending(&self, i: Interrupt) -> Ending {
+        let last = self.cursor.last.as_ref();
+        Ending {
+            reason: match i {
+                Interrupt::Cancelled(_) => ExitReason::Cancelled,
+                Interrupt::Timeout => ExitReason::Timeout,
+            },
+            label: None,
+            exit_code: last.and_then(|l| l.1.exit_code),
+            stop_reason: last.map_or("cancelled".into(), |l| l.1.stop_reason.clone()),
+            iterations_completed: self.cursor.iterations_completed(&self.shape),
+        }
+    }
+
+    fn phase(&self, pos: &Pos) -> &Phase {
+        &self.cfg.phases(pos.kind)[pos.index]
+    }
+
+    fn run_phase(&mut self, pos: Pos, attempt: u64) -> Result<()> {
+        let spec = self.phase(&pos).clone();
+        let session = session_id(&self.run_id, &pos, attempt);
+        let resume_session =
+            (spec.resume_from_previous && pos.kind == PhaseKind::Loop && pos.index > 0)
+                .then(|| self.cursor.session.clone())
+                .flatten();
+        let base = json!({"kind": pos.kind.as_str(), "index": pos.index, "attempt": attempt, "session_id": session});
+        let mut started = base.clone();
+        if let Some(s) = &resume_session {
+            started["resume_session"] = json!(s);
+        }
+        if self.git
+            && let Some(c) = template::head(&self.opts.workdir)
+        {
+            started["commit"] = json!(c);
+        }
+        let step = Some((spec.name.as_str(), pos.iteration));
+        let seq = self.emit(Kind::PhaseStarted, step, started)?;
+        let stem = format!("logs/{seq:06}-{}", safe_name(&spec.name));
+        let (out_rel, err_rel) = (format!("{stem}.stdout"), format!("{stem}.stderr"));
+        let wd = self.opts.workdir.clone();
+        let mut env: Vec<(&'static str, String)> = vec![
+            ("LOOPCTL_RUN_ID", self.run_id.clone()),
+            ("LOOPCTL_RUN_DIR", self.dir.display().to_string()),
+            ("LOOPCTL_PHASE", spec.name.clone()),
+            ("LOOPCTL_PHASE_KIND", pos.kind.as_str().into()),
+            ("LOOPCTL_ITERATION", pos.iteration.to_string()),
+            (
+                "LOOPCTL_MAX_ITERATIONS",
+                self.cfg.max_iterations.to_string(),
+            ),
+            ("LOOPCTL_ATTEMPT", attempt.to_string()),
+            ("LOOPCTL_WORKDIR", wd.display().to_string()),
+            ("LOOPCTL_SESSION_ID", session.clone()),
+        ];
+        if let Some(s) = &resume_session {
+            env.push(("LOOPCTL_RESUME_SESSION", s.clone()));
+        }
+        let (program, stdin) = match self.program(&spec, &pos, &stem, &mut env) {
+            Ok(p) => p,
+            Err(msg) => return self.phase_failed_to_start(&spec, pos, base, msg, None),
+        };
+        let attempt_run = Attempt {
+            program,
+            stdin,
+            env,
+            cwd: &wd,
+            stdout: self.dir.join(&out_rel),
+            stderr: self.dir.join(&err_rel),
+            echo: self.opts.echo,
+        };
+        let result = phase::run(attempt_run, &self.control);
+        let f = match result {
+            Ok(f) => f,
+            Err(e) => {
+                let code = (e.kind() == std::io::ErrorKind::NotFound).then_some(127);
+                return self.phase_failed_to_start(
+                    &spec,
+                    pos,
+                    base,
+                    format!("cannot start phase: {e}"),
+                    code,
+                );
+            }
+        };
+        let exit_code = f.exit_code.or(f.signal.map(|s| 128 + s)).map(i64::from);
+        let stop_reason = match self.control.interrupted() {
+            Some(Interrupt::Cancelled(_)) => "cancelled",
+            Some(Interrupt::Timeout) => "timeout",
+            None if f.exit_code == Some(0) => "end_turn",
+            None if f.signal.is_some() => "signal",
+            None => "error",
+        };
+        let mut fin = base;
+        let o = fin.as_object_mut().expect("object");
+        o.insert("exit_code".into(), json!(exit_code));
+        if let Some(s) = f.signal {
+            o.insert("signal".into(), json!(s));
+        }
+        o.insert("stop_reason".into(), json!(stop_reason));
+        o.insert("duration_ms".into(), json!(f.duration_ms));
+        if let Some(m) = winner(&f.markers) {
+            o.insert(
+                "marker".into(),
+                json!({"directive": m.directive, "label": m.label}),
+            );
+        }
+        if !f.markers.is_empty() {
+            o.insert("markers".into(), json!(f.markers));
+        }
+        o.insert("output_log".into(), json!(out_rel));
+        o.insert("output_sha256".into(), json!(f.stdout_sha256));
+        o.insert("stderr_log".into(), json!(err_rel));
+        o.insert("stderr_sha256".into(), json!(f.stderr_sha256));
+        if let Some(l) = &f.last_line {
+            o.insert("result".into(), json!(l));
+        }
+        if self.git
+            && let Some(c) = template::head(&self.opts.workdir)
+        {
+            o.insert("commit".into(), json!(c));
+        }
+        if stop_reason != "end_turn" {
+            let how = match (f.exit_code, f.signal) {
+                (Some(c), _) => format!("exited with code {c}"),
+                (_, Some(s)) => format!("was killed by signal {s}"),
+                _ => "ended".into(),
+            };
+            let err = format!(
+                "phase {:?} (iteration {}, attempt {attempt}) {how}{}",
+                spec.name,
+                pos.iteration,
+                f.last_error_line
+                    .map(|l| format!(": {l}"))
+                    .unwrap_or_default()
+            );
+            o.insert("error".into(), json!(err));
+            self.last_failure = Some(err);
+        }
+        self.emit(Kind::PhaseFinished, step, fin)?;
+        self.write_run_json()
+    }
+
+    /// The phase never ran (template error, missing program): recorded as a failed attempt.
+    fn phase_failed_to_start(
+        &mut self,
+        spec: &Phase,
+        pos: Pos,
+        mut fin: Value,
+        msg: String,
+        code: Option<i64>,
+    ) -> Result<()> {
+        let err = format!("phase {:?} (iteration {}): {msg}", spec.name, pos.iteration);
+        fin["stop_reason"] = json!("error");
+        fin["exit_code"] = json!(code);
+        fin["error"] = json!(err);
+        fin["duration_ms"] = json!(0);
+        self.last_failure = Some(err);
+        self.emit(Kind::PhaseFinished, Some((&spec.name, pos.iteration)), fin)?;
+        self.write_run_json()
+    }
+
+    /// The process a phase runs: its `run` command, or its agent with the rendered prompt.
+    fn program(
+        &self,
+        spec: &Phase,
+        pos: &Pos,
+        stem: &str,
+        env: &mut Vec<(&'static str, String)>,
+    ) -> std::result::Result<(Program, Option<String>), String> {
+        if let Some(cmd) = &spec.run {
+            return Ok((Program::Shell(cmd.clone()), None));
+        }
+        let text = match (&spec.prompt, &spec.prompt_file) {
+            (Some(t), _) => t.clone(),
+            (_, Some(f)) => {
+                let path = prompt_path(self.opts.loop_file.as_deref(), f);
+                std::fs::read_to_string(&path)
+                    .map_err(|e| format!("prompt_file {}: {e}", path.display()))?
+            }
+            _ => return Err("phase has neither prompt nor run".into()),
+        };
+        let mut vars = Vars {
+            run_id: self.run_id.clone(),
+            phase: spec.name.clone(),
+            iteration: pos.iteration,
+            max_iterations: self.cfg.max_iterations,
+            work_dir: self.opts.workdir.display().to_string(),
+            ..Vars::default()
+        };
+        if self.git
+            && let Some(after) = &self.cursor.commit
+        {
+            template::git_delta(
+                &self.opts.workdir,
+                self.cursor.commit_before.as_deref(),
+                after,
+                &mut vars,
+            );
+        }
+        let prompt = template::render(&text, &vars).map_err(|e| format!("prompt template: {e}"))?;
+        let prompt_file = self.dir.join(format!("{stem}.prompt"));
+        std::fs::write(&prompt_file, &prompt)
+            .map_err(|e| format!("{}: {e}", prompt_file.display()))?;
+        env.push(("LOOPCTL_PROMPT_FILE", prompt_file.display().to_string()));
+        let argv = self
+            .cfg
+            .agent_for(spec, self.opts.agent.as_deref())
+            .ok_or("a prompt phase needs an agent (--agent, or \"agent\" in the loop file)")?;
+        let mut placed = false;
+        let out: Vec<String> = argv
+            .iter()
+            .map(|a| {
+                if a.contains("{prompt}") {
+                    placed = true;
+                    a.replace("{prompt}", &prompt)
+                } else {
+                    a.clone()
+                }
+            })
+            .collect();
+        // Without a `{prompt}` in the argv, the prompt goes in on stdin.
+        Ok((Program::Argv(out), (!placed).then_some(prompt)))
+    }
+
+    fn finish(mut self, e: Ending) -> Result<Finished> {
+        let mut payload = json!({
+            "exit_reason": e.reason.as_str(),
+            "iterations_completed": e.iterations_completed,
+            "stop_reason": e.stop_reason,
+        });
+        if let Some(l) = &e.label {
+            payload["exit_label"] = json!(l);
+        }
+        if let Some(c) = e.exit_code {
+            payload["exit_code"] = json!(c);
+        }
+        match e.reason {
+            ExitReason::PhaseFailure => {
+                if let Some(err) = self.last_failure.clone().or_else(|| {
+                    self.cursor
+                        .last
+                        .as_ref()
+                        .map(|l| format!("phase ended with {}", l.1.stop_reason))
+                }) {
+                    payload["error"] = json!(err);
+                }
+            }
+            ExitReason::Timeout => {
+                payload["error"] = json!(format!(
+                    "timed out after {} ms (--timeout)",
+                    self.opts.timeout_ms.unwrap_or(0)
+                ))
+            }
+            ExitReason::Cancelled => {
+                let req = self.dir.join(STOP_REQUEST);
+                if let Ok(reason) = std::fs::read_to_string(&req) {
+                    let reason = reason.trim();
+                    if !reason.is_empty() {
+                        payload["detail"] = json!(reason);
+                    }
+                    let _ = std::fs::remove_file(&req);
+                }
+            }
+            _ => {}
+        }
+        self.emit(Kind::Stopped, None, payload)?;
+        if let Some(e) = self.snapshots.flush() {
+            eprintln!("warning: an earlier run.json update failed: {e}");
+        }
+        write_atomic(&self.dir.join(RUN_JSON), &render(&self.state))?;
+        let session = self.cursor.session.clone().unwrap_or_default();
+        let sentinel = Sentinel::for_ending(&e, &session, &self.run_id);
+        if let Some(p) = &self.opts.sentinel_file {
+            write_atomic(p, &sentinel.render())?;
+        }
+        self.control.finish();
+        self.set_current(false);
+        Ok(Finished {
+            run_id: self.run_id.clone(),
+            dir: self.dir.clone(),
+            ending: e,
+            sentinel,
+            state: self.state.clone(),
+        })
+    }
+}
+
+fn cfg_uses_git(cfg: &LoopFile, loop_file: Option<&Path>) -> bool {
+    [&cfg.pre, &cfg.loop_, &cfg.post]
+        .iter()
+        .flat_map(|l| l.iter())
+        .any(|p| {
+            p.prompt.as_deref().is_some_and(template::uses_git)
+                || p.prompt_file.as_deref().is_some_and(|f| {
+                    std::fs::read_to_string(prompt_path(loop_file, f))
+                        .is_ok_and(|t| template::uses_git(&t))
+                })
+        })
+}
+
+/// Writes the FAILED sentinel of a loop file that did not validate.
+pub fn write_config_failure(sentinel: &Path, message: &str, run_id: &str) -> Result<()> {
+    Ok(write_atomic(
+        sentinel,
+        &Sentinel::config_error(message, run_id).render(),
+    )?)
+}

@@ -1,0 +1,304 @@
+//! `loopctl run` and `loopctl resume`: drive a loop file, printing one line per phase.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args as ClapArgs;
+use loopctl_core::event::{Event, Kind};
+use loopctl_core::loopfile::agent_argv;
+use loopctl_runner::run::{Finished, write_config_failure};
+use loopctl_runner::{RunOptions, Runner, RunnerError, prepare};
+use owo_colors::OwoColorize;
+use serde_json::Value;
+
+use super::Ctx;
+use crate::output;
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s)
+        .or_else(|_| s.parse::<u64>().map(Duration::from_secs).map_err(|_| ()))
+        .map_err(|_| format!("{s:?} is not a duration (try 90s, 30m, 1h30m)"))
+}
+
+/// Output and safety flags shared by `run` and `resume`.
+#[derive(ClapArgs)]
+pub struct Common {
+    /// Stop the whole run after this long (90s, 30m, 2h): TIMEOUT sentinel, exit 124.
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    timeout: Option<Duration>,
+    /// Write Avenor's sentinel file here when the run ends (DONE, BLOCKED, FAILED, TIMEOUT, KILLED).
+    #[arg(long, value_name = "FILE")]
+    sentinel_file: Option<PathBuf>,
+    /// Append Avenor lifecycle events (avenor.loop.start, avenor.phase.end, ...) as NDJSON to
+    /// FILE, or `-` for stdout. history.jsonl is written regardless.
+    #[arg(long, value_name = "FILE|-")]
+    on_event: Option<String>,
+    /// Copy each phase's stdout and stderr to this terminal's stderr as it runs.
+    #[arg(short = 'v', long)]
+    echo: bool,
+    /// Print nothing but errors while the loop runs.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Print the final state (run.json) as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run a loop file: pre phases once, loop phases until an exit marker, an abort marker or
+/// max_iterations, then post phases. Every fact goes to <root>/<run-id>/history.jsonl first;
+/// run.json, the sentinel and --on-event are projections of it. An Avenor loop file runs
+/// unchanged.
+#[derive(ClapArgs)]
+#[command(after_help = "\
+Phases: a phase with \"prompt\"/\"prompt_file\" runs the agent (an argv, no shell): the rendered prompt
+replaces {prompt} in the argv, else goes in on stdin, and is always in $LOOPCTL_PROMPT_FILE. A phase
+with \"run\" runs that command through sh -c. Phases get LOOPCTL_RUN_ID, LOOPCTL_PHASE,
+LOOPCTL_ITERATION, LOOPCTL_MAX_ITERATIONS, LOOPCTL_WORKDIR, LOOPCTL_ATTEMPT, LOOPCTL_SESSION_ID.
+
+Markers: a whole output line <|workflow: exit | label|> ends the loop (then post phases run);
+<|workflow: abort | reason|> ends it BLOCKED. Markers inside ``` or ~~~ fences are ignored.
+
+Exit code = the sentinel's: 0 DONE, 5 BLOCKED, the phase's code for FAILED, 124 TIMEOUT,
+130 KILLED; 1 for a loop file that does not validate.
+
+Example:
+  loopctl run --loop-file examples/fix-the-tests/loop.json --dir /tmp/fix --root /tmp/fix/.loopctl")]
+pub struct RunArgs {
+    /// The loop file (Avenor's JSON: pre, loop, post, max_iterations).
+    #[arg(long, value_name = "FILE")]
+    loop_file: PathBuf,
+    /// A prompt run first as the implicit pre phase "(initial)".
+    #[arg(long, conflicts_with = "prompt_file")]
+    prompt: Option<String>,
+    /// Like --prompt, read from a file.
+    #[arg(long, value_name = "FILE")]
+    prompt_file: Option<PathBuf>,
+    /// Agent command for prompt phases, split like a shell would (no shell runs it), e.g.
+    /// "claude -p {prompt}". A phase's or the loop file's "agent" takes precedence.
+    #[arg(long, value_name = "CMD")]
+    agent: Option<String>,
+    /// Folder the phases run in (default: the current folder).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Retries of a phase that exits with code 1, with backoff doubling from --retry-base to 30s.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    max_retries: u64,
+    /// First retry delay.
+    #[arg(long, value_parser = duration, default_value = "2s", value_name = "DURATION")]
+    retry_base: Duration,
+    /// Run id (default: <loop-file-stem>-<yyyyMMdd-HHmmss>); also the run folder's name.
+    #[arg(long)]
+    run_id: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Continue an interrupted run from its log alone: the phase that was running is run again as a
+/// new attempt (the old attempt's output stays), then the loop goes on. Completed, stopped and
+/// failed runs are not resumed.
+#[derive(ClapArgs)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    target: super::RunArg,
+    #[command(flatten)]
+    common: Common,
+}
+
+fn abs(p: PathBuf) -> PathBuf {
+    std::path::absolute(&p).unwrap_or(p)
+}
+
+pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<u8> {
+    let text = std::fs::read_to_string(&a.loop_file)
+        .with_context(|| format!("reading loop file {}", a.loop_file.display()))?;
+    let initial = match (&a.prompt, &a.prompt_file) {
+        (Some(p), _) => Some(p.clone()),
+        (_, Some(f)) => Some(
+            std::fs::read_to_string(f)
+                .with_context(|| format!("reading --prompt-file {}", f.display()))?,
+        ),
+        _ => None,
+    };
+    let agent = match &a.agent {
+        Some(s) => Some(
+            agent_argv(&Value::String(s.clone())).map_err(|e| anyhow::anyhow!("--agent {e}"))?,
+        ),
+        None => None,
+    };
+    let prepared = match prepare(&a.loop_file, &text, initial.clone(), agent.as_deref()) {
+        Ok(p) => p,
+        Err(errors) => {
+            for e in &errors {
+                output::error(e);
+            }
+            if let Some(s) = &a.common.sentinel_file {
+                write_config_failure(s, &errors.join("; "), a.run_id.as_deref().unwrap_or(""))
+                    .context("writing the FAILED sentinel")?;
+            }
+            return Ok(1);
+        }
+    };
+    for w in &prepared.warnings {
+        output::warn(&format!("{}: {w}", a.loop_file.display()));
+    }
+    let mut opts = RunOptions::new(abs(a.dir.clone().unwrap_or_else(|| PathBuf::from("."))));
+    if !opts.workdir.is_dir() {
+        anyhow::bail!("--dir {}: not a folder", opts.workdir.display());
+    }
+    opts.agent = agent;
+    opts.loop_file = Some(abs(a.loop_file.clone()));
+    opts.max_retries = a.max_retries;
+    opts.retry_base_ms = a.retry_base.as_millis() as u64;
+    apply_common(&mut opts, &a.common);
+    let runner = Runner::start(&ctx.root, a.run_id, prepared.file, opts, initial)?;
+    drive(runner, &a.common)
+}
+
+fn apply_common(opts: &mut RunOptions, c: &Common) {
+    if let Some(t) = c.timeout {
+        opts.timeout_ms = Some(t.as_millis() as u64);
+    }
+    if let Some(s) = &c.sentinel_file {
+        opts.sentinel_file = Some(abs(s.clone()));
+    }
+    if let Some(o) = &c.on_event {
+        opts.on_event = Some(if o == "-" {
+            o.clone()
+        } else {
+            abs(PathBuf::from(o)).display().to_string()
+        });
+    }
+    opts.echo = c.echo;
+}
+
+pub fn resume(ctx: &Ctx, a: ResumeArgs) -> anyhow::Result<u8> {
+    let run = ctx.resolve(a.target.run.as_deref())?;
+    let runner = match Runner::resume(&ctx.root, &run, |o| apply_common(o, &a.common)) {
+        Ok(r) => r,
+        Err(RunnerError::NotResumable(why)) => {
+            output::error(&why);
+            return Ok(crate::exit::ERROR);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    drive(runner, &a.common)
+}
+
+fn drive(runner: Runner, c: &Common) -> anyhow::Result<u8> {
+    if !c.quiet {
+        output::note(&format!(
+            "run {} in {} (log: history.jsonl)",
+            runner.run_id(),
+            runner.dir().display()
+        ));
+    }
+    let quiet = c.quiet;
+    let runner = runner.observe(move |ev| {
+        if !quiet && let Some(line) = progress_line(ev) {
+            let _ = writeln!(anstream::stderr(), "{line}");
+        }
+    });
+    let f = runner.execute()?;
+    if c.json {
+        output::json_pretty(&f.state);
+    }
+    if !c.quiet {
+        summary(&f);
+    }
+    Ok(f.sentinel.code.clamp(0, 255) as u8)
+}
+
+fn where_(ev: &Event<'_>, p: &Value) -> String {
+    let kind = p.get("kind").and_then(Value::as_str).unwrap_or("");
+    let at = match (kind, ev.iteration) {
+        ("loop", Some(i)) => format!("it {i}"),
+        (k, _) => k.to_string(),
+    };
+    format!("{:<16} {:<6}", ev.step.as_deref().unwrap_or(""), at)
+}
+
+fn progress_line(ev: &Event<'_>) -> Option<String> {
+    let p = ev.payload_value();
+    let clock = ev
+        .ts
+        .map(|t| t.to_rfc3339()[11..19].to_string())
+        .unwrap_or_default();
+    let body = match ev.kind {
+        Kind::PhaseStarted => {
+            let attempt = p.get("attempt").and_then(Value::as_u64).unwrap_or(1);
+            format!(
+                "{} {}{}",
+                where_(ev, &p),
+                "started".dimmed(),
+                if attempt > 1 {
+                    format!(" (attempt {attempt})")
+                } else {
+                    String::new()
+                }
+            )
+        }
+        Kind::PhaseFinished => {
+            let secs = p.get("duration_ms").and_then(Value::as_u64).unwrap_or(0) as f64 / 1000.0;
+            let reason = p.get("stop_reason").and_then(Value::as_str).unwrap_or("");
+            let verdict = if reason == "end_turn" {
+                "ok".green().to_string()
+            } else {
+                let code = p.get("exit_code").map(Value::to_string).unwrap_or_default();
+                format!("{} {reason} (exit {code})", "failed".red())
+            };
+            let marker = p
+                .get("marker")
+                .and_then(|m| {
+                    let d = m.get("directive")?.as_str()?;
+                    let l = m.get("label").and_then(Value::as_str);
+                    Some(format!(
+                        "  <|workflow: {d}{}|>",
+                        l.map(|l| format!(" | {l}")).unwrap_or_default()
+                    ))
+                })
+                .unwrap_or_default();
+            format!("{} {verdict} {secs:.1}s{}", where_(ev, &p), marker.bold())
+        }
+        Kind::PhaseRetry => format!(
+            "{} {} {} in {}ms",
+            where_(ev, &p),
+            "retry".yellow(),
+            p.get("retry").map(Value::to_string).unwrap_or_default(),
+            p.get("delay_ms").map(Value::to_string).unwrap_or_default()
+        ),
+        Kind::RunResumed => format!("{}", "resumed from the log".cyan()),
+        _ => return None,
+    };
+    Some(format!("{} {body}", clock.dimmed()))
+}
+
+fn summary(f: &Finished) {
+    let s = &f.state;
+    let status = match s.status {
+        loopctl_core::Status::Completed => s.status.as_str().green().to_string(),
+        loopctl_core::Status::Failed => s.status.as_str().red().to_string(),
+        _ => s.status.as_str().yellow().to_string(),
+    };
+    let label = f
+        .ending
+        .label
+        .as_deref()
+        .map(|l| format!(": {l}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        anstream::stderr(),
+        "run {} {status} ({}{label}) after {} iteration(s): {} (exit {})",
+        f.run_id,
+        f.ending.reason.as_str(),
+        f.ending.iterations_completed,
+        f.sentinel.status,
+        f.sentinel.code
+    );
+    if let Some(e) = &s.last_error
+        && s.status == loopctl_core::Status::Failed
+    {
+        output::error(e);
+    }
+}

@@ -1,0 +1,75 @@
+//! `loopctl stop`: stop a live runner, or mark an idle run stopped.
+
+use std::time::Duration;
+
+use clap::Args as ClapArgs;
+use loopctl_runner::manage::{self, Stopped};
+use serde_json::json;
+
+use super::Ctx;
+use crate::output;
+
+/// Stop a run. A live runner gets SIGTERM: it stops the running phase's process group, records
+/// `user_stop` in the log and exits (sentinel KILLED, 130). A run with no runner (interrupted)
+/// gets a `stopped` event with reason user_stop. A run that already ended is left alone.
+#[derive(ClapArgs)]
+pub struct Args {
+    #[command(flatten)]
+    target: super::RunArg,
+    /// Why: kept as the stop's detail in the log and run.json.
+    #[arg(long)]
+    reason: Option<String>,
+    /// Seconds to wait for a live runner to let go of the run.
+    #[arg(long, default_value_t = 30)]
+    wait: u64,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let run = ctx.resolve(a.target.run.as_deref())?;
+    let r = manage::stop(
+        &ctx.root,
+        &run,
+        a.reason.as_deref(),
+        Duration::from_secs(a.wait),
+    )?;
+    let (what, code) = match &r {
+        Stopped::Live { pid } => (format!("stopped the runner of {} (pid {pid})", run.name), 0),
+        Stopped::StillRunning { pid } => (
+            format!(
+                "signalled the runner of {} (pid {pid}) but it still holds the run after {}s",
+                run.name, a.wait
+            ),
+            1,
+        ),
+        Stopped::Idle => (
+            format!(
+                "marked {} stopped (user_stop); no runner was running",
+                run.name
+            ),
+            0,
+        ),
+        Stopped::AlreadyOver(s) => (
+            format!(
+                "{} already ended: {} ({}); nothing to stop",
+                run.name,
+                s.status.as_str(),
+                s.stop.reason
+            ),
+            0,
+        ),
+    };
+    if a.json {
+        let kind = match r {
+            Stopped::Live { .. } => "live",
+            Stopped::StillRunning { .. } => "still_running",
+            Stopped::Idle => "idle",
+            Stopped::AlreadyOver(_) => "already_over",
+        };
+        output::json_pretty(&json!({"run": run.name, "result": kind, "message": what}));
+    } else {
+        output::print(&format!("{what}\n"));
+    }
+    Ok(code)
+}
