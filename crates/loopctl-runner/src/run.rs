@@ -17,7 +17,7 @@ use loopctl_store::StoreError;
 use loopctl_store::append::{Fsync, LogWriter};
 use loopctl_store::discover::{self, CURRENT, Current, LOG_NAME, RUN_JSON, RunRef};
 use loopctl_store::read::{self, ReadOptions};
-use loopctl_store::snapshot::{folder_run, render, write_atomic};
+use loopctl_store::snapshot::{folder_run, rebuild, render, write_atomic};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -347,7 +347,8 @@ impl Runner {
             Some(id) => {
                 check_run_id(&id)?;
                 let dir = root.join(&id);
-                if dir.join(LOG_NAME).exists() {
+                // A log with no event yet (a runner killed while starting) may be started again.
+                if std::fs::metadata(dir.join(LOG_NAME)).is_ok_and(|m| m.len() > 0) {
                     return Err(RunnerError::Invalid(format!(
                         "run {id:?} already exists in {}: continue it with `loopctl resume {id}`, or pick another --run-id",
                         dir.display()
@@ -446,6 +447,16 @@ impl Runner {
             RunnerError::NotResumable(format!("{} holds no event", run.log.display()))
         })?;
         if state.is_terminal() {
+            // A runner killed between its stop event and its last run.json write leaves a stale
+            // projection: bring it up to the log before saying no.
+            if let Some(path) = &run.run_json {
+                let rebuilt = rebuild(&run.log, None, &opts_read, Some(&state.run_id), false)?;
+                if let Some(text) = rebuilt.run_json()
+                    && std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str())
+                {
+                    write_atomic(path, &text)?;
+                }
+            }
             let why = match state.status {
                 loopctl_core::Status::Failed => format!(
                     "it failed ({}){}",
