@@ -131,6 +131,28 @@ pub fn scan(text: &str) -> MarkerScanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any label without a newline round-trips through a marker line, in any letter case.
+        #[test]
+        fn labels_round_trip(label in "[^\\r\\n]{0,40}", upper: bool, pad in " {0,3}") {
+            let word = if upper { "ABORT" } else { "abort" };
+            let line = format!("{pad}<|workflow: {word} | {label}|>{pad}");
+            let m = parse_marker(&line).expect("a marker");
+            prop_assert_eq!(m.directive, Directive::Abort);
+            let want = label.trim();
+            prop_assert_eq!(m.label.as_deref(), (!want.is_empty()).then_some(want));
+        }
+
+        /// Whatever surrounds it, a marker between fences never counts, and no text panics.
+        #[test]
+        fn fenced_markers_never_count(before in "[a-z \\n]{0,30}", fence in prop::sample::select(vec!["```", "~~~", "````"]), inner in "[a-z <|>:\\n]{0,60}") {
+            let text = format!("{before}\n{fence}\n<|workflow: exit|>\n{inner}\n");
+            let s = scan(&text);
+            prop_assert!(s.seen.iter().all(|m| m.line != Some(text.lines().position(|l| l == "<|workflow: exit|>").unwrap() as u64 + 1)));
+        }
+    }
 
     fn win(text: &str) -> Option<(Directive, Option<String>)> {
         scan(text).winner().map(|m| (m.directive, m.label.clone()))

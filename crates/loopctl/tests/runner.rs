@@ -855,3 +855,54 @@ fn phases_get_the_documented_environment() {
         assert!(env.contains(k), "{k} missing from\n{env}");
     }
 }
+
+#[test]
+fn the_bundled_example_fixes_its_test_on_the_second_try() {
+    let s = Sandbox::new();
+    let example = loopctl_tests::repo().join("examples/fix-the-tests");
+    for f in ["loop.json", "calc.sh", "test.sh", "agent.sh"] {
+        std::fs::copy(example.join(f), s.dir.join(f)).unwrap();
+    }
+    let out = s
+        .cmd()
+        .args([
+            "run",
+            "--loop-file",
+            "loop.json",
+            "--dir",
+            ".",
+            "--run-id",
+            "r1",
+            "--sentinel-file",
+            "sentinel",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        phases(&s.events()),
+        [
+            "plan@0", "test@1", "fix@1", "test@2", "fix@2", "test@3", "report@3"
+        ]
+    );
+    let st = s.state();
+    assert_eq!(
+        (
+            &st["status"],
+            &st["exit_label"],
+            &st["iterations_completed"]
+        ),
+        (&json!("completed"), &json!("tests green"), &json!(3))
+    );
+    assert!(
+        std::fs::read_to_string(s.dir.join("calc.sh"))
+            .unwrap()
+            .contains("$1 + $2")
+    );
+    assert!(s.sentinel().starts_with("DONE\n"));
+}
