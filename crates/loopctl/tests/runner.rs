@@ -206,6 +206,11 @@ fn markers_in_fences_or_prose_do_not_count() {
         (&json!("stopped"), &json!("iteration_limit"))
     );
     assert_eq!(phases(&s.events()), ["a@1", "a@2"]);
+    assert_eq!(
+        named(&s.events(), "stopped")[0]["payload"]["exit_reason"],
+        json!("max_iterations")
+    );
+    assert!(s.sentinel().starts_with("DONE\n"), "{}", s.sentinel());
     assert!(
         named(&s.events(), "phase_finished")[0]["payload"]
             .get("marker")
@@ -260,6 +265,7 @@ fn only_pre_phases_end_with_end_turn() {
         json!("end_turn")
     );
     assert_eq!(s.state()["status"], json!("completed"));
+    assert!(s.sentinel().starts_with("DONE\n"), "{}", s.sentinel());
 }
 
 #[test]
