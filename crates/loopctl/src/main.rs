@@ -64,6 +64,7 @@ enum Command {
     Resume(cmd::run::ResumeArgs),
     Stop(cmd::stop::Args),
     Clean(cmd::clean::Args),
+    Tail(cmd::tail::Args),
 }
 
 fn main() -> ExitCode {
@@ -85,6 +86,7 @@ fn main() -> ExitCode {
         Command::Resume(a) => cmd::run::resume(&ctx, a),
         Command::Stop(a) => cmd::stop::run(&ctx, a),
         Command::Clean(a) => cmd::clean::run(&ctx, a),
+        Command::Tail(a) => cmd::tail::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -9,6 +9,7 @@ pub mod replay;
 pub mod run;
 pub mod status;
 pub mod stop;
+pub mod tail;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,413 @@
+//! Following growing log files, as `tail -F` does: filesystem notifications (notify) with a
+//! polling fallback, partial lines held until their newline arrives, truncation and replacement
+//! (rotation, `recover`) detected and followed from the new start, deleted files reported.
+//!
+//! Bytes in, complete lines out: what a line means is the caller's business.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::Duration;
+
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+
+/// What a followed file produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    /// A complete line (without its newline), its 1-based number and byte offset.
+    Line {
+        source: usize,
+        line: u64,
+        offset: u64,
+        text: Vec<u8>,
+    },
+    /// Something a person should know: truncation, replacement, deletion.
+    Notice { source: usize, text: String },
+    /// The file is gone; the source is dropped.
+    Gone { source: usize },
+}
+
+/// Where to start reading a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    Beginning,
+    End,
+    /// Byte offset of a line start (from `tail_offset`).
+    At(u64),
+}
+
+struct Source {
+    path: PathBuf,
+    file: Option<File>,
+    id: (u64, u64),
+    offset: u64,
+    line: u64,
+    partial: Vec<u8>,
+    /// Line numbers are unknown after starting mid-file.
+    numbered: bool,
+    gone: bool,
+}
+
+pub struct Follower {
+    sources: Vec<Source>,
+    _watcher: Option<RecommendedWatcher>,
+    wake: Receiver<()>,
+    watched: Vec<PathBuf>,
+    watcher_tx: std::sync::mpsc::Sender<()>,
+    pub poll: Duration,
+}
+
+impl Default for Follower {
+    fn default() -> Self {
+        Follower::new(Duration::from_millis(250))
+    }
+}
+
+fn file_id(m: &std::fs::Metadata) -> (u64, u64) {
+    (m.dev(), m.ino())
+}
+
+impl Follower {
+    /// `poll` is how often files are checked when no notification arrives.
+    pub fn new(poll: Duration) -> Follower {
+        let (tx, rx) = channel();
+        let wtx = tx.clone();
+        let watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
+            let _ = wtx.send(());
+        })
+        .ok();
+        Follower {
+            sources: Vec::new(),
+            _watcher: watcher,
+            wake: rx,
+            watched: Vec::new(),
+            watcher_tx: tx,
+            poll,
+        }
+    }
+
+    /// Whether filesystem notifications work here (else only polling).
+    pub fn notifying(&self) -> bool {
+        self._watcher.is_some()
+    }
+
+    /// Watches a folder (recursively) for changes, to wake up early.
+    pub fn watch(&mut self, dir: &Path) {
+        if self.watched.iter().any(|w| dir.starts_with(w)) {
+            return;
+        }
+        if let Some(w) = self._watcher.as_mut()
+            && w.watch(dir, RecursiveMode::Recursive).is_ok()
+        {
+            self.watched.push(dir.to_path_buf());
+        }
+    }
+
+    /// Adds a file; returns its source index.
+    pub fn add(&mut self, path: &Path, start: Start) -> usize {
+        let mut s = Source {
+            path: path.to_path_buf(),
+            file: None,
+            id: (0, 0),
+            offset: 0,
+            line: 0,
+            partial: Vec::new(),
+            numbered: true,
+            gone: false,
+        };
+        if let Ok(f) = File::open(path)
+            && let Ok(m) = f.metadata()
+        {
+            s.id = file_id(&m);
+            s.offset = match start {
+                Start::Beginning => 0,
+                Start::End => m.len(),
+                Start::At(o) => o.min(m.len()),
+            };
+            s.numbered = s.offset == 0;
+            s.file = Some(f);
+        }
+        if let Some(dir) = path.parent() {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            self.watch(dir);
+        }
+        self.sources.push(s);
+        self.sources.len() - 1
+    }
+
+    pub fn path(&self, source: usize) -> &Path {
+        &self.sources[source].path
+    }
+
+    pub fn live_sources(&self) -> usize {
+        self.sources.iter().filter(|s| !s.gone).count()
+    }
+
+    /// Reads whatever is new in every file.
+    pub fn poll(&mut self, out: &mut impl FnMut(Item)) {
+        for i in 0..self.sources.len() {
+            if !self.sources[i].gone {
+                read_source(i, &mut self.sources[i], out);
+            }
+        }
+    }
+
+    /// Sleeps until a notification arrives or the poll interval passes.
+    pub fn wait(&self) {
+        match self.wake.recv_timeout(self.poll) {
+            Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(self.poll),
+        }
+        // Drain a burst of notifications: one read serves them all.
+        while self.wake.try_recv().is_ok() {}
+    }
+
+    /// A handle that wakes `wait` (for callers with their own events).
+    pub fn waker(&self) -> std::sync::mpsc::Sender<()> {
+        self.watcher_tx.clone()
+    }
+}
+
+fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
+    let meta = match std::fs::metadata(&s.path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if s.file.is_some() {
+                flush_partial(i, s, out);
+                out(Item::Notice {
+                    source: i,
+                    text: format!("{} was deleted", s.path.display()),
+                });
+                out(Item::Gone { source: i });
+                s.gone = true;
+            }
+            return;
+        }
+        Err(_) => return,
+    };
+    let id = file_id(&meta);
+    if s.file.is_none() || id != s.id {
+        let replaced = s.file.is_some();
+        let Ok(f) = File::open(&s.path) else { return };
+        if replaced {
+            out(Item::Notice {
+                source: i,
+                text: format!(
+                    "{} was replaced; following the new file from its start",
+                    s.path.display()
+                ),
+            });
+        }
+        s.file = Some(f);
+        s.id = id;
+        s.offset = 0;
+        s.line = 0;
+        s.numbered = true;
+        s.partial.clear();
+    } else if meta.len() < s.offset {
+        out(Item::Notice {
+            source: i,
+            text: format!(
+                "{} was truncated ({} -> {} bytes); following it from its start",
+                s.path.display(),
+                s.offset,
+                meta.len()
+            ),
+        });
+        s.offset = 0;
+        s.line = 0;
+        s.numbered = true;
+        s.partial.clear();
+    }
+    let Some(f) = s.file.as_mut() else { return };
+    if meta.len() == s.offset {
+        return;
+    }
+    if f.seek(SeekFrom::Start(s.offset)).is_err() {
+        return;
+    }
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let mut rest = &buf[..n];
+        // Start of `partial` in the file.
+        let mut line_start = s.offset - s.partial.len() as u64;
+        s.offset += n as u64;
+        while let Some(j) = memchr::memchr(b'\n', rest) {
+            let text = if s.partial.is_empty() {
+                rest[..j].to_vec()
+            } else {
+                let mut t = std::mem::take(&mut s.partial);
+                t.extend_from_slice(&rest[..j]);
+                t
+            };
+            s.line += 1;
+            let len = text.len() as u64;
+            out(Item::Line {
+                source: i,
+                line: if s.numbered { s.line } else { 0 },
+                offset: line_start,
+                text,
+            });
+            line_start += len + 1;
+            rest = &rest[j + 1..];
+        }
+        s.partial.extend_from_slice(rest);
+    }
+}
+
+fn flush_partial(_i: usize, s: &mut Source, _out: &mut impl FnMut(Item)) {
+    // A partial line of a deleted file never completes: it is dropped with the file.
+    s.partial.clear();
+}
+
+/// Byte offset where the last `n` lines accepted by `keep` begin, reading backwards from the end
+/// in blocks, so the cost grows with `n`, not with the file.
+pub fn tail_offset(path: &Path, n: usize, keep: impl Fn(&[u8]) -> bool) -> std::io::Result<u64> {
+    let mut f = File::open(path)?;
+    let size = f.metadata()?.len();
+    if n == 0 {
+        return Ok(size);
+    }
+    const BLOCK: u64 = 64 << 10;
+    let mut end = size;
+    // Bytes of the line currently being assembled, in file order.
+    let mut carry: Vec<u8> = Vec::new();
+    let mut found = 0;
+    // An unterminated last line is not counted: it is a partial write.
+    let mut line_end = size;
+    let mut first = true;
+    while end > 0 {
+        let start = end.saturating_sub(BLOCK);
+        let mut buf = vec![0u8; (end - start) as usize];
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut buf)?;
+        let mut upto = buf.len();
+        while let Some(j) = memchr::memrchr(b'\n', &buf[..upto]) {
+            let pos = start + j as u64;
+            if first {
+                first = false;
+                line_end = pos;
+                upto = j;
+                carry.clear();
+                continue;
+            }
+            let mut line = buf[j + 1..upto].to_vec();
+            line.extend_from_slice(&carry);
+            carry.clear();
+            if line_end > pos && keep(&line) {
+                found += 1;
+                if found == n {
+                    return Ok(pos + 1);
+                }
+            }
+            line_end = pos;
+            upto = j;
+        }
+        let mut c = buf[..upto].to_vec();
+        c.extend_from_slice(&carry);
+        carry = c;
+        if first && start == 0 {
+            // No newline at all: nothing complete.
+            return Ok(0);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn lines(f: &mut Follower) -> Vec<String> {
+        let mut out = vec![];
+        f.poll(&mut |it| match it {
+            Item::Line { text, .. } => out.push(String::from_utf8_lossy(&text).into_owned()),
+            Item::Notice { text, .. } => {
+                out.push(format!("! {}", text.split(' ').nth(2).unwrap_or("")))
+            }
+            Item::Gone { .. } => out.push("gone".into()),
+        });
+        out
+    }
+
+    #[test]
+    fn a_line_split_at_every_byte_comes_out_whole_once() {
+        let line = b"{\"event\":\"phase_started\",\"x\":\"\xc3\xa9\"}\n";
+        for cut in 0..line.len() {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("h.jsonl");
+            std::fs::write(&p, b"").unwrap();
+            let mut f = Follower::new(Duration::from_millis(10));
+            f.add(&p, Start::Beginning);
+            let mut w = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+            w.write_all(&line[..cut]).unwrap();
+            let mut got = lines(&mut f);
+            w.write_all(&line[cut..]).unwrap();
+            got.extend(lines(&mut f));
+            assert_eq!(
+                got,
+                [String::from_utf8_lossy(&line[..line.len() - 1])],
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn truncation_replacement_and_deletion_are_noticed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("h.jsonl");
+        std::fs::write(&p, "a\nb\n").unwrap();
+        let mut f = Follower::new(Duration::from_millis(10));
+        f.add(&p, Start::Beginning);
+        assert_eq!(lines(&mut f), ["a", "b"]);
+        std::fs::write(&p, "c\n").unwrap(); // truncate + rewrite, same inode
+        assert_eq!(lines(&mut f), ["! truncated", "c"]);
+        let q = dir.path().join("new");
+        std::fs::write(&q, "d\ne\n").unwrap();
+        std::fs::rename(&q, &p).unwrap();
+        assert_eq!(lines(&mut f), ["! replaced;", "d", "e"]);
+        std::fs::remove_file(&p).unwrap();
+        assert_eq!(lines(&mut f), ["! deleted", "gone"]);
+        assert_eq!(f.live_sources(), 0);
+    }
+
+    #[test]
+    fn tail_offset_reads_back_only_what_it_needs() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("h.jsonl");
+        let mut text = String::new();
+        for i in 0..100_000 {
+            text.push_str(&format!("{{\"n\":{i}}}\n"));
+        }
+        text.push_str("{\"torn");
+        std::fs::write(&p, &text).unwrap();
+        let off = tail_offset(&p, 3, |_| true).unwrap() as usize;
+        assert_eq!(
+            &text[off..],
+            "{\"n\":99997}\n{\"n\":99998}\n{\"n\":99999}\n{\"torn"
+        );
+        let even = tail_offset(&p, 2, |l| l.ends_with(b"0}")).unwrap() as usize;
+        assert!(
+            text[even..].starts_with("{\"n\":99980}\n"),
+            "{}",
+            &text[even..even + 20]
+        );
+        assert_eq!(tail_offset(&p, 1_000_000, |_| true).unwrap(), 0);
+        std::fs::write(&p, "no newline").unwrap();
+        assert_eq!(tail_offset(&p, 1, |_| true).unwrap(), 0);
+    }
+}

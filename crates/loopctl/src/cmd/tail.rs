@@ -1,0 +1,556 @@
+//! `loopctl tail`: follow live runs, one line per event, for people (`--json` for scripts).
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args as ClapArgs;
+use loopctl_core::event::{Event, Kind};
+use loopctl_core::lines::{LineText, Pos, decode};
+use loopctl_core::{RunState, Status, Ts, apply_mut, parse_line};
+use loopctl_follow::{Follower, Item, Start, tail_offset};
+use loopctl_store::discover::{self, LOG_NAME};
+use owo_colors::{AnsiColors, OwoColorize};
+use serde_json::Value;
+
+use super::Ctx;
+use crate::output;
+
+/// Follow one or more runs as they happen: one line per event. RUN may be a run folder, a log
+/// file of any dialect, a run id or alias, or a root folder (runs that appear in it later are
+/// picked up). With no RUN: the active run (current.json), else the newest run under the root.
+#[derive(ClapArgs)]
+#[command(after_help = "\
+Examples:
+  loopctl tail                         # the active run, last 10 events, then follow
+  loopctl tail .loopctl --level milestones
+  loopctl tail run1 --json | jq .event
+  loopctl tail run1 --until-done; echo \"loop ended with $?\"
+
+--until-done exits with the code the run's sentinel gives: 0 DONE, 5 BLOCKED (abort), the phase's
+code for FAILED, 124 TIMEOUT, 130 KILLED/user_stop; for an aif-loop run, 0 unless it failed (1).")]
+pub struct Args {
+    /// Runs, log files or root folders to follow.
+    targets: Vec<String>,
+    /// Start with the last N events of each log (after filters); read from the end of the file.
+    #[arg(short = 'n', long, value_name = "N")]
+    lines: Option<usize>,
+    /// Start with events at or after TIME (RFC 3339) or this long ago (10m, 2h).
+    #[arg(long, value_name = "TIME|DURATION")]
+    since: Option<String>,
+    /// Print what is there and exit.
+    #[arg(long)]
+    no_follow: bool,
+    /// Only these event types (native names, e.g. phase_finished; repeatable).
+    #[arg(long = "event", value_name = "NAME")]
+    events: Vec<String>,
+    /// Only events of this phase (quality phase A/B, or a runner phase name).
+    #[arg(long)]
+    phase: Option<String>,
+    /// Only events of this iteration.
+    #[arg(long)]
+    iteration: Option<u64>,
+    /// Only events of this run (id or alias).
+    #[arg(long)]
+    run: Option<String>,
+    /// `milestones`: loop and phase boundaries, evaluations, retries, errors, stops.
+    #[arg(long, value_parser = ["all", "milestones"], default_value = "all")]
+    level: String,
+    /// Normalised events as NDJSON (loopctl's native format).
+    #[arg(long, conflicts_with = "raw")]
+    json: bool,
+    /// The original lines, as written.
+    #[arg(long)]
+    raw: bool,
+    /// Exit when the followed run ends, with the exit code its sentinel gives.
+    #[arg(long)]
+    until_done: bool,
+    /// How often to check files when no notification arrives, in milliseconds.
+    #[arg(long, default_value_t = 250, value_name = "MS")]
+    poll_ms: u64,
+}
+
+struct Filter {
+    events: BTreeSet<String>,
+    phase: Option<String>,
+    iteration: Option<u64>,
+    run: Option<String>,
+    milestones: bool,
+    since: Option<Ts>,
+}
+
+impl Filter {
+    fn keep(&self, ev: &Event<'_>) -> bool {
+        (self.events.is_empty() || self.events.contains(ev.name.as_ref()))
+            && self.phase.as_ref().is_none_or(|p| {
+                ev.phase.as_deref() == Some(p.as_str()) || ev.step.as_deref() == Some(p.as_str())
+            })
+            && self.iteration.is_none_or(|i| ev.iteration == Some(i))
+            && self.run.as_ref().is_none_or(|r| {
+                ev.run_id
+                    .as_deref()
+                    .is_some_and(|id| id == r || loopctl_core::state::alias_of(id) == r)
+            })
+            && (!self.milestones || ev.kind.is_milestone())
+            && self.since.is_none_or(|s| ev.ts.is_some_and(|t| t >= s))
+    }
+}
+
+fn parse_since(s: &str) -> anyhow::Result<Ts> {
+    if let Some(t) = Ts::parse_rfc3339(s) {
+        return Ok(t);
+    }
+    let d = humantime::parse_duration(s).with_context(|| {
+        format!("--since {s:?}: neither an RFC 3339 time nor a duration (10m, 2h)")
+    })?;
+    let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+    Ok(Ts::from_millis(now as i64 - d.as_millis() as i64))
+}
+
+/// A followed log and what is known about it.
+struct Log {
+    name: String,
+}
+
+struct Tail {
+    filter: Filter,
+    mode: Mode,
+    logs: Vec<Log>,
+    states: HashMap<String, RunState>,
+    colors: HashMap<String, AnsiColors>,
+    /// Exit code of each run that ended, from its terminal event.
+    ended: HashMap<String, i32>,
+    out: anstream::AutoStream<std::io::Stdout>,
+}
+
+#[derive(PartialEq)]
+enum Mode {
+    Human,
+    Json,
+    Raw,
+}
+
+const PALETTE: [AnsiColors; 6] = [
+    AnsiColors::Cyan,
+    AnsiColors::Magenta,
+    AnsiColors::Yellow,
+    AnsiColors::Green,
+    AnsiColors::Blue,
+    AnsiColors::BrightRed,
+];
+
+/// The exit code a run's sentinel gives, from its terminal event.
+fn exit_code_of(ev: &Event<'_>, state: &RunState) -> i32 {
+    let p = ev.payload_value();
+    match state.exit_reason.as_deref() {
+        Some("marker" | "end_turn" | "max_iterations") => 0,
+        Some("abort") => 5,
+        Some("timeout") => 124,
+        Some("cancelled") => 130,
+        Some("phase_failure") => p
+            .get("exit_code")
+            .and_then(Value::as_i64)
+            .filter(|&c| c != 0)
+            .unwrap_or(1)
+            .clamp(1, 255) as i32,
+        _ => match state.status {
+            Status::Failed => 1,
+            Status::Stopped if state.stop.reason == "user_stop" => 130,
+            _ => 0,
+        },
+    }
+}
+
+impl Tail {
+    fn event(&mut self, log: usize, pos: Pos, raw: &[u8], quiet: bool) {
+        let text = match decode(pos, raw) {
+            LineText::Blank => return,
+            LineText::Text(t) => t,
+            LineText::NotUtf8(reason) => return self.damaged(log, pos, &reason),
+        };
+        let ev = match parse_line(text) {
+            Ok(ev) => ev,
+            Err(e) => return self.damaged(log, pos, &e.to_string()),
+        };
+        let key = ev
+            .run_id
+            .as_deref()
+            .unwrap_or(&self.logs[log].name)
+            .to_string();
+        let state = self
+            .states
+            .entry(key.clone())
+            .or_insert_with(|| RunState::new(&key));
+        let before = state.iteration;
+        apply_mut(state, &ev);
+        let new_iteration = state.iteration > before && state.iteration > 0;
+        if ev.kind.is_terminal() {
+            let code = exit_code_of(&ev, state);
+            self.ended.insert(key.clone(), code);
+        } else if matches!(ev.kind, Kind::RunStarted | Kind::RunResumed) {
+            self.ended.remove(&key);
+        }
+        if quiet || !self.filter.keep(&ev) {
+            return;
+        }
+        let line = match self.mode {
+            Mode::Raw => String::from_utf8_lossy(raw)
+                .trim_end_matches('\r')
+                .to_string(),
+            Mode::Json => {
+                let mut e = ev.clone();
+                e.run_id = Some(key.clone().into());
+                e.to_native_line()
+            }
+            Mode::Human => {
+                let n = self.colors.len();
+                let color = *self
+                    .colors
+                    .entry(key.clone())
+                    .or_insert(PALETTE[n % PALETTE.len()]);
+                let state = &self.states[&key];
+                let mut s = String::new();
+                if new_iteration && self.filter.phase.is_none() {
+                    s.push_str(&iteration_header(&key, state, color));
+                    s.push('\n');
+                }
+                s.push_str(&human(&ev, &key, state, color));
+                s
+            }
+        };
+        let _ = writeln!(self.out, "{line}");
+    }
+
+    fn damaged(&mut self, log: usize, pos: Pos, reason: &str) {
+        // Line numbers are unknown when following started mid-file.
+        let line = if pos.line > 0 {
+            format!("{}: ", pos.line)
+        } else {
+            String::new()
+        };
+        output::warn(&format!(
+            "{}:{line}byte {}: bad_line: {reason} (skipped)",
+            self.logs[log].name, pos.offset
+        ));
+    }
+}
+
+fn iteration_header(run: &str, s: &RunState, color: AnsiColors) -> String {
+    let max = s
+        .max_iterations
+        .map(|m| format!("/{m}"))
+        .unwrap_or_default();
+    let mut h = format!(
+        "── {run} | Iteration {}{max} | Phase {}",
+        s.iteration, s.phase
+    );
+    if !s.score_history.is_empty() {
+        let passed = s.score_history.last().and_then(|p| p.passed);
+        h.push_str(&format!(" | Score: {}", output::score(s.last_score)));
+        if let Some(p) = passed {
+            h.push_str(if p { " | PASS" } else { " | FAIL" });
+        }
+    }
+    h.push_str(" ──");
+    h.color(color).bold().to_string()
+}
+
+fn human(ev: &Event<'_>, run: &str, s: &RunState, color: AnsiColors) -> String {
+    let time = ev
+        .ts
+        .map(|t| t.to_rfc3339()[11..23].to_string())
+        .unwrap_or_else(|| "--:--:--.---".into());
+    let at = match (ev.iteration, ev.step.as_deref()) {
+        (Some(i), Some(step)) if i > 0 => format!("{i} {step}"),
+        (_, Some(step)) => step.to_string(),
+        (Some(i), None) => format!("it {i}"),
+        _ => String::new(),
+    };
+    let p = ev.payload_value();
+    let get = |k: &str| p.get(k).filter(|v| !v.is_null());
+    let mut detail = Vec::new();
+    match ev.kind {
+        Kind::PhaseFinished => {
+            let reason = get("stop_reason")
+                .and_then(Value::as_str)
+                .unwrap_or("end_turn");
+            detail.push(if reason == "end_turn" {
+                "ok".green().to_string()
+            } else {
+                reason.red().to_string()
+            });
+            if let Some(c) = get("exit_code") {
+                detail.push(format!("exit {c}"));
+            }
+            if let Some(ms) = get("duration_ms").and_then(Value::as_u64) {
+                detail.push(format!("{:.1}s", ms as f64 / 1000.0));
+            }
+            if let Some(m) = get("marker") {
+                let d = m.get("directive").and_then(Value::as_str).unwrap_or("");
+                let l = m
+                    .get("label")
+                    .and_then(Value::as_str)
+                    .map(|l| format!(" | {l}"))
+                    .unwrap_or_default();
+                detail.push(format!("<|workflow: {d}{l}|>").bold().to_string());
+            }
+        }
+        Kind::EvaluationDone => {
+            if let Some(sc) = ev.facts.score {
+                detail.push(format!("score {}", output::score(sc)));
+            }
+            match ev.facts.passed {
+                Some(true) => detail.push("PASS".green().to_string()),
+                Some(false) => detail.push("FAIL".red().to_string()),
+                None => {}
+            }
+            if let Some(f) = ev.facts.failed.as_ref().filter(|f| !f.is_empty()) {
+                detail.push(format!("failed: {}", f.join(",")));
+            }
+        }
+        Kind::Stopped | Kind::Failed => {
+            detail.push(
+                format!("{} ({})", s.status.as_str(), s.stop.reason)
+                    .bold()
+                    .to_string(),
+            );
+            if let Some(l) = &s.exit_label {
+                detail.push(l.clone());
+            }
+            if let Some(e) = s.last_error.as_ref().filter(|_| s.status == Status::Failed) {
+                detail.push(e.red().to_string());
+            }
+        }
+        Kind::PhaseRetry => {
+            for k in ["retry", "delay_ms", "exit_code"] {
+                if let Some(v) = get(k) {
+                    detail.push(format!("{k} {v}"));
+                }
+            }
+        }
+        Kind::PhaseError => {
+            if let Some(e) = &s.last_error {
+                detail.push(e.red().to_string());
+            }
+        }
+        Kind::PhaseSwitched => {
+            if let Some(t) = get("to_phase").and_then(Value::as_str) {
+                detail.push(format!("→ {t}"));
+            }
+        }
+        _ => {
+            if let Some(st) = ev.status.as_deref() {
+                detail.push(st.to_string());
+            }
+        }
+    }
+    let name = if ev.kind.is_milestone() {
+        ev.name.bold().to_string()
+    } else {
+        ev.name.to_string()
+    };
+    format!(
+        "{} {} {:<14} {:<18} {}",
+        time.dimmed(),
+        run.color(color),
+        at,
+        name,
+        detail.join("  ")
+    )
+}
+
+/// The logs RUN arguments name, and the root folders to watch for new runs.
+/// A log to follow and the name of its default run.
+type Target = (PathBuf, String);
+
+fn targets(ctx: &Ctx, specs: &[String]) -> anyhow::Result<(Vec<Target>, Vec<PathBuf>)> {
+    let mut files = Vec::new();
+    let mut roots = Vec::new();
+    if specs.is_empty() {
+        let run = match discover::read_current(&ctx.root) {
+            Some(_) => ctx.resolve(None).ok(),
+            None => None,
+        };
+        let run = match run {
+            Some(r) => r,
+            None => newest(&ctx.root).with_context(|| {
+                format!(
+                    "no run to follow: {} has no current.json and no run folder",
+                    ctx.root.display()
+                )
+            })?,
+        };
+        files.push((run.log, run.name));
+        return Ok((files, roots));
+    }
+    for spec in specs {
+        let p = Path::new(spec);
+        if p.is_dir() && !p.join(LOG_NAME).is_file() {
+            for r in discover::list_runs(p).unwrap_or_default() {
+                files.push((r.log, r.name));
+            }
+            roots.push(p.to_path_buf());
+            continue;
+        }
+        let r = ctx.resolve(Some(spec))?;
+        files.push((r.log, r.name));
+    }
+    Ok((files, roots))
+}
+
+fn newest(root: &Path) -> Option<discover::RunRef> {
+    discover::list_runs(root)
+        .ok()?
+        .into_iter()
+        .max_by_key(|r| std::fs::metadata(&r.log).and_then(|m| m.modified()).ok())
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let filter = Filter {
+        events: a.events.iter().cloned().collect(),
+        phase: a.phase.clone(),
+        iteration: a.iteration,
+        run: a.run.clone(),
+        milestones: a.level == "milestones",
+        since: a.since.as_deref().map(parse_since).transpose()?,
+    };
+    let (files, roots) = targets(ctx, &a.targets)?;
+    let mode = if a.json {
+        Mode::Json
+    } else if a.raw {
+        Mode::Raw
+    } else {
+        Mode::Human
+    };
+    let mut tail = Tail {
+        filter,
+        mode,
+        logs: Vec::new(),
+        states: HashMap::new(),
+        colors: HashMap::new(),
+        ended: HashMap::new(),
+        out: anstream::stdout(),
+    };
+    let mut follower = Follower::new(Duration::from_millis(a.poll_ms.max(1)));
+    let first = a
+        .lines
+        .unwrap_or(if a.since.is_some() { usize::MAX } else { 10 });
+    let mut known: BTreeSet<PathBuf> = BTreeSet::new();
+    for (path, name) in &files {
+        add_log(&mut tail, &mut follower, path, name, first, a.until_done)?;
+        known.insert(path.clone());
+    }
+    for r in &roots {
+        follower.watch(r);
+    }
+    let pump = |tail: &mut Tail, follower: &mut Follower| {
+        follower.poll(&mut |item| match item {
+            Item::Line {
+                source,
+                line,
+                offset,
+                text,
+            } => tail.event(source, Pos { line, offset }, &text, false),
+            Item::Notice { source, text } => {
+                output::note(&format!("{}: {text}", tail.logs[source].name))
+            }
+            Item::Gone { .. } => {}
+        });
+        let _ = tail.out.flush();
+    };
+    pump(&mut tail, &mut follower);
+    loop {
+        if a.until_done
+            && let Some(code) = done_code(&tail, &files)
+        {
+            return Ok(code.clamp(0, 255) as u8);
+        }
+        if a.no_follow {
+            return Ok(crate::exit::OK);
+        }
+        if follower.live_sources() == 0 && roots.is_empty() {
+            output::note("nothing left to follow");
+            return Ok(crate::exit::OK);
+        }
+        follower.wait();
+        for root in &roots {
+            for r in discover::list_runs(root).unwrap_or_default() {
+                if known.insert(r.log.clone()) {
+                    output::note(&format!("new run {}", r.name));
+                    add_log(&mut tail, &mut follower, &r.log, &r.name, usize::MAX, false)?;
+                }
+            }
+        }
+        pump(&mut tail, &mut follower);
+    }
+}
+
+/// With --until-done: every followed run has ended; the code of the last one that did.
+fn done_code(tail: &Tail, files: &[Target]) -> Option<i32> {
+    if tail.states.is_empty() || files.is_empty() {
+        return None;
+    }
+    let mut code = None;
+    for (key, s) in &tail.states {
+        if !s.is_terminal() {
+            return None;
+        }
+        code = tail.ended.get(key).copied().or(code);
+    }
+    code.or(Some(0))
+}
+
+/// Adds a log: its last `first` matching events are printed, then it is followed. With
+/// `replay`, the part before those is applied silently so run states are complete.
+fn add_log(
+    tail: &mut Tail,
+    follower: &mut Follower,
+    path: &Path,
+    name: &str,
+    first: usize,
+    replay: bool,
+) -> anyhow::Result<()> {
+    let start = if first == usize::MAX {
+        0
+    } else {
+        let f = &tail.filter;
+        tail_offset(path, first, |raw| {
+            std::str::from_utf8(raw)
+                .ok()
+                .and_then(|t| parse_line(t.trim_end_matches('\r')).ok())
+                .is_some_and(|ev| f.keep(&ev))
+        })
+        .with_context(|| format!("reading {}", path.display()))?
+    };
+    let index = tail.logs.len();
+    tail.logs.push(Log {
+        name: name.to_string(),
+    });
+    if replay || start > 0 {
+        // Apply what comes before the window quietly: run states (iteration headers, the
+        // --until-done verdict) need the whole history.
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let head = &bytes[..(start as usize).min(bytes.len())];
+        let mut offset = 0u64;
+        for (i, raw) in head.split(|&b| b == b'\n').enumerate() {
+            if offset >= start {
+                break;
+            }
+            tail.event(
+                index,
+                Pos {
+                    line: i as u64 + 1,
+                    offset,
+                },
+                raw,
+                true,
+            );
+            offset += raw.len() as u64 + 1;
+        }
+    }
+    let source = follower.add(path, Start::At(start));
+    debug_assert_eq!(source, index);
+    Ok(())
+}

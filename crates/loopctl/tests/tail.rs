@@ -1,0 +1,373 @@
+//! End-to-end tests of `loopctl tail`: following, filters, output formats, --until-done.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+use assert_cmd::cargo::cargo_bin;
+use serde_json::{Value, json};
+
+fn ev(seq: u64, run: &str, event: &str, iteration: u64, step: &str, payload: Value) -> String {
+    json!({"v": 1, "seq": seq, "ts": format!("2026-01-01T00:00:{:02}.000Z", seq % 60), "run_id": run,
+           "event": event, "iteration": iteration, "phase": "A", "step": step, "payload": payload})
+    .to_string()
+        + "\n"
+}
+
+/// A run of `n` iterations of test/fix phases, ending with `end` (a stopped payload).
+fn run_log(run: &str, n: u64, end: Option<Value>) -> String {
+    let mut s = ev(1, run, "run_started", 0, "", json!({"max_iterations": 5}));
+    let mut seq = 1;
+    for i in 1..=n {
+        for step in ["test", "fix"] {
+            seq += 1;
+            s += &ev(
+                seq,
+                run,
+                "phase_started",
+                i,
+                step,
+                json!({"kind": "loop", "index": 0, "attempt": 1}),
+            );
+            seq += 1;
+            s += &ev(
+                seq,
+                run,
+                "phase_finished",
+                i,
+                step,
+                json!({"kind": "loop", "index": 0, "attempt": 1, "stop_reason": "end_turn", "exit_code": 0}),
+            );
+        }
+    }
+    if let Some(p) = end {
+        s += &ev(seq + 1, run, "stopped", n, "", p);
+    }
+    s
+}
+
+fn tail_cmd(args: &[&str]) -> Command {
+    let mut c = Command::new(cargo_bin("loopctl"));
+    c.env("NO_COLOR", "1")
+        .env_remove("LOOPCTL_ROOT")
+        .args(["tail", "--poll-ms", "20"])
+        .args(args);
+    c
+}
+
+fn json_lines(out: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Spawns a follower and streams its stdout lines.
+fn follow(args: &[&str]) -> (Child, Receiver<String>) {
+    let mut child = tail_cmd(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    (child, rx)
+}
+
+fn next(rx: &Receiver<String>) -> Value {
+    let l = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("tail printed nothing in 10 s");
+    serde_json::from_str(&l).unwrap_or_else(|e| panic!("{l:?}: {e}"))
+}
+
+fn append(path: &Path, bytes: &[u8]) {
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+#[test]
+fn follows_appends_holding_partial_lines_and_prints_json_that_parses_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("history.jsonl");
+    std::fs::write(&log, run_log("r", 1, None)).unwrap();
+    let (mut child, rx) = follow(&["--json", "-n", "1", log.to_str().unwrap()]);
+    assert_eq!(next(&rx)["seq"], json!(5));
+    let line = ev(
+        6,
+        "r",
+        "evaluation_done",
+        2,
+        "EVALUATE",
+        json!({"score": 0.72, "passed": false}),
+    );
+    // Written in pieces, at several cut points: each event comes out once, whole.
+    for (k, cut) in [1usize, 10, 40, line.len() - 1].into_iter().enumerate() {
+        let l = line.replace("\"seq\":6", &format!("\"seq\":{}", 6 + k));
+        let cut = cut.min(l.len() - 1);
+        append(&log, &l.as_bytes()[..cut]);
+        std::thread::sleep(Duration::from_millis(60));
+        append(&log, &l.as_bytes()[cut..]);
+        let got = next(&rx);
+        assert_eq!(
+            (got["seq"].as_u64(), &got["event"], &got["payload"]["score"]),
+            (Some(6 + k as u64), &json!("evaluation_done"), &json!(0.72))
+        );
+    }
+    // A damaged line is reported and skipped; the next one still comes.
+    append(&log, b"{\"broken\n");
+    append(
+        &log,
+        ev(10, "r", "usage", 2, "fix", json!({"input_tokens": 3})).as_bytes(),
+    );
+    assert_eq!(next(&rx)["event"], json!("usage"));
+    // Replaced by rename (as `recover` or rotation does): followed from the new start.
+    let new = dir.path().join("new.jsonl");
+    std::fs::write(&new, ev(1, "r2", "run_started", 0, "", json!({}))).unwrap();
+    std::fs::rename(&new, &log).unwrap();
+    assert_eq!(next(&rx)["run_id"], json!("r2"));
+    // Truncated: followed from its start.
+    std::fs::write(&log, ev(1, "r3", "run_started", 0, "", json!({}))).unwrap();
+    assert_eq!(next(&rx)["run_id"], json!("r3"));
+    child.kill().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("bad_line"), "{err}");
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_root_is_followed_and_runs_that_appear_later_are_picked_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for r in ["a", "b"] {
+        std::fs::create_dir_all(root.join(r)).unwrap();
+        std::fs::write(root.join(r).join("history.jsonl"), run_log(r, 1, None)).unwrap();
+    }
+    let (mut child, rx) = follow(&[
+        "--json",
+        "-n",
+        "1",
+        "--event",
+        "phase_finished",
+        root.to_str().unwrap(),
+    ]);
+    let mut seen: Vec<String> = (0..2)
+        .map(|_| next(&rx)["run_id"].as_str().unwrap().to_string())
+        .collect();
+    seen.sort();
+    assert_eq!(seen, ["a", "b"]);
+    std::fs::create_dir_all(root.join("c")).unwrap();
+    std::fs::write(root.join("c").join("history.jsonl"), run_log("c", 1, None)).unwrap();
+    // A new run is read from its start: both of its phase_finished events.
+    assert_eq!(
+        (next(&rx)["run_id"].clone(), next(&rx)["run_id"].clone()),
+        (json!("c"), json!("c"))
+    );
+    append(
+        &root.join("a").join("history.jsonl"),
+        ev(6, "a", "phase_finished", 2, "test", json!({})).as_bytes(),
+    );
+    assert_eq!(next(&rx)["run_id"], json!("a"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn filters_and_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("h.jsonl");
+    let mut text = run_log(
+        "one-20260101-000000",
+        2,
+        Some(json!({"exit_reason": "marker"})),
+    );
+    text += &run_log("two", 1, None);
+    std::fs::write(&log, &text).unwrap();
+    let run = |args: &[&str]| -> Vec<Value> {
+        let n: &[&str] = if args.contains(&"-n") {
+            &[]
+        } else {
+            &["-n", "1000"]
+        };
+        let out = tail_cmd(&["--no-follow", "--json"])
+            .args(n)
+            .args(args)
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json_lines(&out.stdout)
+    };
+    assert_eq!(run(&[]).len(), text.lines().count());
+    assert!(
+        run(&["--event", "phase_started"])
+            .iter()
+            .all(|e| e["event"] == "phase_started")
+    );
+    assert_eq!(
+        run(&["--event", "phase_started", "--event", "stopped"]).len(),
+        4 + 1 + 2
+    );
+    assert_eq!(run(&["--phase", "fix"]).len(), 2 * 2 + 2);
+    assert_eq!(run(&["--iteration", "2"]).len(), 4 + 1);
+    assert_eq!(run(&["--run", "one"]).len(), 1 + 8 + 1);
+    assert_eq!(run(&["--run", "two"]).len(), 1 + 4);
+    let ms = run(&["--level", "milestones"]);
+    assert!(!ms.is_empty() && ms.len() == text.lines().count());
+    let usage = format!("{text}{}", ev(20, "two", "usage", 1, "fix", json!({})));
+    std::fs::write(&log, &usage).unwrap();
+    assert_eq!(run(&["--level", "milestones"]).len(), text.lines().count());
+    // -n counts events after the filters.
+    let last = run(&["-n", "2", "--event", "phase_finished", "--run", "one"]);
+    assert_eq!(
+        last.iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [7, 9]
+    );
+    // --raw gives the lines as written; the human format names run, iteration and phase.
+    let out = tail_cmd(&["--no-follow", "--raw", "-n", "1"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        usage.lines().last().unwrap().to_string() + "\n"
+    );
+    let out = tail_cmd(&["--no-follow", "-n", "3", "--run", "one"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let human = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        human.contains("2 fix")
+            && human.contains("phase_finished")
+            && human.contains("completed (marker)"),
+        "{human}"
+    );
+    assert!(
+        !human.contains('\u{1b}'),
+        "no colours when not a terminal: {human}"
+    );
+    let out = tail_cmd(&["--no-follow", "-n", "5", "--run", "one"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("── one-20260101-000000 | Iteration 2/5 | Phase A ──")
+    );
+}
+
+#[test]
+fn n_reads_from_the_end_of_a_large_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("big.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&log).unwrap());
+    for i in 1..=200_000u64 {
+        f.write_all(ev(i, "r", "usage", 1, "x", json!({"i": i})).as_bytes())
+            .unwrap();
+    }
+    drop(f);
+    let out = tail_cmd(&["--no-follow", "--json", "-n", "3"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let got: Vec<u64> = json_lines(&out.stdout)
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(got, [199_998, 199_999, 200_000]);
+}
+
+#[test]
+fn until_done_exits_with_the_sentinels_code() {
+    let dir = tempfile::tempdir().unwrap();
+    for (payload, code) in [
+        (json!({"exit_reason": "marker"}), 0),
+        (json!({"exit_reason": "max_iterations"}), 0),
+        (json!({"exit_reason": "abort", "exit_label": "stuck"}), 5),
+        (json!({"exit_reason": "phase_failure", "exit_code": 3}), 3),
+        (json!({"exit_reason": "timeout"}), 124),
+        (json!({"exit_reason": "cancelled"}), 130),
+        (json!({"reason": "threshold_reached"}), 0),
+        (json!({"reason": "user_stop"}), 130),
+    ] {
+        let log = dir.path().join("h.jsonl");
+        std::fs::write(&log, run_log("r", 1, Some(payload.clone()))).unwrap();
+        let out = tail_cmd(&["--until-done", "-n", "0"])
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{payload}");
+    }
+    // A live run: tail waits, then exits when the run ends.
+    let log = dir.path().join("live.jsonl");
+    std::fs::write(&log, run_log("r", 1, None)).unwrap();
+    let mut child = tail_cmd(&["--until-done", "--json"])
+        .arg(&log)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "exited before the run ended"
+    );
+    append(
+        &log,
+        ev(6, "r", "failed", 1, "", json!({"reason": "phase_error"})).as_bytes(),
+    );
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            assert_eq!(st.code(), Some(1));
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "tail --until-done did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_deleted_run_ends_its_stream_with_a_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("h.jsonl");
+    std::fs::write(&log, run_log("r", 1, None)).unwrap();
+    let mut child = tail_cmd(&["--json"])
+        .arg(&log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::remove_file(&log).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("was deleted") && err.contains("nothing left to follow"),
+        "{err}"
+    );
+}
