@@ -355,7 +355,7 @@ fn a_deleted_run_ends_its_stream_with_a_notice() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("h.jsonl");
     std::fs::write(&log, run_log("r", 1, None)).unwrap();
-    let mut child = tail_cmd(&["--json"])
+    let child = tail_cmd(&["--json"])
         .arg(&log)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
