@@ -371,3 +371,65 @@ fn a_deleted_run_ends_its_stream_with_a_notice() {
         "{err}"
     );
 }
+
+#[test]
+fn since_and_the_default_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    for (r, when) in [("old", 0u64), ("new", 1)] {
+        std::fs::create_dir_all(root.join(r)).unwrap();
+        std::fs::write(root.join(r).join("history.jsonl"), run_log(r, 1, None)).unwrap();
+        if when == 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // No current.json: the newest run under the root.
+    let out = tail_cmd(&["--no-follow", "--json", "-n", "1"])
+        .arg("--root")
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(json_lines(&out.stdout)[0]["run_id"], json!("new"));
+    // With current.json: the run it names.
+    std::fs::write(
+        root.join("current.json"),
+        r#"{"active_run_id":"old","task_alias":"old","status":"running"}"#,
+    )
+    .unwrap();
+    let out = tail_cmd(&["--no-follow", "--json", "-n", "1"])
+        .arg("--root")
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(json_lines(&out.stdout)[0]["run_id"], json!("old"));
+    // --since keeps events at or after the time.
+    let out = tail_cmd(&["--no-follow", "--json", "--since", "2026-01-01T00:00:04Z"])
+        .arg(root.join("old"))
+        .output()
+        .unwrap();
+    let seqs: Vec<u64> = json_lines(&out.stdout)
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [4, 5]);
+    tail_cmd(&["--no-follow", "--since", "yesterday-ish"])
+        .arg(root.join("old"))
+        .assert_failure();
+}
+
+trait AssertFailure {
+    fn assert_failure(&mut self);
+}
+
+impl AssertFailure for Command {
+    fn assert_failure(&mut self) {
+        let out = self.output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--since"));
+    }
+}

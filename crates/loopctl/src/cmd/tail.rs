@@ -1,7 +1,7 @@
 //! `loopctl tail`: follow live runs, one line per event, for people (`--json` for scripts).
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -123,9 +123,11 @@ struct Tail {
     /// Exit code of each run that ended, from its terminal event.
     ended: HashMap<String, i32>,
     out: anstream::AutoStream<std::io::Stdout>,
+    /// On a terminal: a status line under the stream with the running phase and its elapsed time.
+    status: Option<indicatif::ProgressBar>,
 }
 
-#[derive(PartialEq)]
+#[derive(PartialEq, Clone, Copy)]
 enum Mode {
     Human,
     Json,
@@ -220,6 +222,24 @@ impl Tail {
                 s
             }
         };
+        if let Some(pb) = &self.status {
+            match ev.kind {
+                Kind::PhaseStarted => {
+                    pb.reset_elapsed();
+                    pb.set_message(format!(
+                        "{key}: {} running",
+                        ev.step.as_deref().unwrap_or("phase")
+                    ));
+                }
+                Kind::PhaseFinished | Kind::Stopped | Kind::Failed => pb.set_message(String::new()),
+                _ => {}
+            }
+            pb.suspend(|| {
+                let _ = writeln!(self.out, "{line}");
+                let _ = self.out.flush();
+            });
+            return;
+        }
         let _ = writeln!(self.out, "{line}");
     }
 
@@ -432,7 +452,17 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         colors: HashMap::new(),
         ended: HashMap::new(),
         out: anstream::stdout(),
+        status: None,
     };
+    if mode == Mode::Human && !a.no_follow && std::io::stdout().is_terminal() {
+        let pb = indicatif::ProgressBar::new_spinner();
+        pb.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        pb.enable_steady_tick(Duration::from_millis(500));
+        tail.status = Some(pb);
+    }
     let mut follower = Follower::new(Duration::from_millis(a.poll_ms.max(1)));
     let first = a
         .lines
