@@ -4,16 +4,16 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loopctl_core::Kind;
-use loopctl_core::{Event, RunState, Ts};
+use loopctl_core::lines::DEFAULT_MAX_LINE;
+use loopctl_core::{Event, RunState};
 use loopctl_store::append::{Fsync, LogWriter, holder};
 use loopctl_store::discover::{self, CURRENT, RUN_JSON, RunRef};
-use loopctl_store::read::{self, ReadOptions};
-use loopctl_store::snapshot::{folder_run, render, write_atomic};
+use loopctl_store::snapshot::{render, replay_run, write_atomic};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
 
-use crate::run::{RunnerError, STOP_REQUEST};
+use crate::run::{RunnerError, STOP_REQUEST, now};
 
 type Result<T> = std::result::Result<T, RunnerError>;
 
@@ -30,14 +30,8 @@ pub enum Stopped {
 }
 
 fn state_of(run: &RunRef) -> Result<RunState> {
-    let opts = ReadOptions {
-        default_run: run.name.clone(),
-        threads: 1,
-        ..ReadOptions::default()
-    };
-    let outcome = read::replay_file(&run.log, &opts, None)?;
-    folder_run(&outcome, &run.name)
-        .cloned()
+    replay_run(run, DEFAULT_MAX_LINE)?
+        .1
         .ok_or_else(|| RunnerError::Invalid(format!("{} holds no event", run.log.display())))
 }
 
@@ -78,10 +72,9 @@ pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> 
     if let Some(r) = reason.filter(|r| !r.is_empty()) {
         payload["detail"] = json!(r);
     }
-    let ms = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
     w.append(
         &Event {
-            ts: Some(Ts::from_millis(ms as i64)),
+            ts: Some(now()),
             run_id: Some(state.run_id.clone().into()),
             ..Event::new(Kind::Stopped)
         }

@@ -17,7 +17,7 @@ use loopctl_store::StoreError;
 use loopctl_store::append::{Fsync, LogWriter};
 use loopctl_store::discover::{self, CURRENT, Current, LOG_NAME, RUN_JSON, RunRef};
 use loopctl_store::read::{self, ReadOptions};
-use loopctl_store::snapshot::{folder_run, rebuild, render, write_atomic};
+use loopctl_store::snapshot::{rebuild, render, replay_run, write_atomic};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -234,7 +234,7 @@ pub struct Runner {
     snapshots: SnapshotWriter,
 }
 
-fn now() -> Ts {
+pub(crate) fn now() -> Ts {
     let ms = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
     Ts::from_millis(ms as i64)
 }
@@ -242,16 +242,7 @@ fn now() -> Ts {
 /// `<stem>-<yyyyMMdd-HHmmss>`, aif-loop's id shape, so `task_alias` comes out as the stem.
 pub fn new_run_id(stem: &str) -> String {
     let t = time::OffsetDateTime::now_utc();
-    let stem: String = stem
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
+    let stem = safe_name(stem, '-');
     format!(
         "{}-{:04}{:02}{:02}-{:02}{:02}{:02}",
         if stem.is_empty() { "loop" } else { &stem },
@@ -273,13 +264,14 @@ fn check_run_id(id: &str) -> Result<()> {
     Ok(())
 }
 
-fn safe_name(name: &str) -> String {
+/// `name` with anything but ASCII letters, digits, `-` and `_` replaced by `with`.
+fn safe_name(name: &str, with: char) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
                 c
             } else {
-                '_'
+                with
             }
         })
         .collect()
@@ -436,14 +428,14 @@ impl Runner {
             ))
         })?;
         // Lock and repair the tail first, so the replay sees the log the runner will extend.
-        let (writer, repair) = LogWriter::open(&run.log, 1, Fsync::Always)?;
+        let (mut writer, repair) = LogWriter::open(&run.log, 1, Fsync::Always)?;
         let opts_read = ReadOptions {
             default_run: run.name.clone(),
             threads: 1,
             ..ReadOptions::default()
         };
-        let outcome = read::replay_file(&run.log, &opts_read, None)?;
-        let state = folder_run(&outcome, &run.name).cloned().ok_or_else(|| {
+        let (outcome, state) = replay_run(run, opts_read.max_line)?;
+        let state = state.ok_or_else(|| {
             RunnerError::NotResumable(format!("{} holds no event", run.log.display()))
         })?;
         if state.is_terminal() {
@@ -500,8 +492,7 @@ impl Runner {
         adjust(&mut opts);
         let shape = shape_of(&cfg, &opts);
         let next_seq = state.last_seq.unwrap_or(0) + 1;
-        drop(writer);
-        let (writer, _) = LogWriter::open(&run.log, next_seq, Fsync::Always)?;
+        writer.set_next_seq(next_seq);
         let mut r = Runner::assemble(root, dir, state.run_id.clone(), cfg, opts, shape, writer)?;
         r.line = outcome.stats.lines;
         r.state = state;
@@ -668,7 +659,7 @@ impl Runner {
         }
         let step = Some((spec.name.as_str(), pos.iteration));
         let seq = self.emit(Kind::PhaseStarted, step, started)?;
-        let stem = format!("logs/{seq:06}-{}", safe_name(&spec.name));
+        let stem = format!("logs/{seq:06}-{}", safe_name(&spec.name, '_'));
         let (out_rel, err_rel) = (format!("{stem}.stdout"), format!("{stem}.stderr"));
         let wd = self.opts.workdir.clone();
         let mut env: Vec<(&'static str, String)> = vec![

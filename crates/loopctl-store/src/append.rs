@@ -140,6 +140,12 @@ impl LogWriter {
         self.next_seq
     }
 
+    /// Sets the seq of the next event: a writer opened (locked, tail repaired) before the log
+    /// was replayed learns it afterwards, without letting go of the lock in between.
+    pub fn set_next_seq(&mut self, seq: u64) {
+        self.next_seq = seq;
+    }
+
     /// Byte size of the log: where the next line will start.
     pub fn end(&self) -> u64 {
         self.end

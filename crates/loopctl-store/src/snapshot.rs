@@ -15,6 +15,7 @@ use loopctl_core::{Outcome, RunState};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::discover::RunRef;
 use crate::read::{ReadOptions, replay_file};
 use crate::{Result, StoreError, io_err};
 
@@ -220,6 +221,18 @@ pub fn rebuild(
         provenance,
         repairs,
     })
+}
+
+/// Replays a run's log in one thread: the outcome, and the state of the run the log is about.
+pub fn replay_run(run: &RunRef, max_line: usize) -> Result<(Outcome, Option<RunState>)> {
+    let opts = ReadOptions {
+        default_run: run.name.clone(),
+        threads: 1,
+        max_line,
+    };
+    let outcome = replay_file(&run.log, &opts, None)?;
+    let state = folder_run(&outcome, &run.name).cloned();
+    Ok((outcome, state))
 }
 
 /// The run a folder's log is about: its only run; else the one whose alias or id is the
