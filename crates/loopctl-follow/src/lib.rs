@@ -52,10 +52,10 @@ struct Source {
 
 pub struct Follower {
     sources: Vec<Source>,
-    _watcher: Option<RecommendedWatcher>,
+    /// `None` where notifications are unavailable: then polling alone.
+    watcher: Option<RecommendedWatcher>,
     wake: Receiver<()>,
     watched: Vec<PathBuf>,
-    watcher_tx: std::sync::mpsc::Sender<()>,
     pub poll: Duration,
 }
 
@@ -73,24 +73,17 @@ impl Follower {
     /// `poll` is how often files are checked when no notification arrives.
     pub fn new(poll: Duration) -> Follower {
         let (tx, rx) = channel();
-        let wtx = tx.clone();
         let watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
-            let _ = wtx.send(());
+            let _ = tx.send(());
         })
         .ok();
         Follower {
             sources: Vec::new(),
-            _watcher: watcher,
+            watcher,
             wake: rx,
             watched: Vec::new(),
-            watcher_tx: tx,
             poll,
         }
-    }
-
-    /// Whether filesystem notifications work here (else only polling).
-    pub fn notifying(&self) -> bool {
-        self._watcher.is_some()
     }
 
     /// Watches a folder (recursively) for changes, to wake up early.
@@ -98,7 +91,7 @@ impl Follower {
         if self.watched.iter().any(|w| dir.starts_with(w)) {
             return;
         }
-        if let Some(w) = self._watcher.as_mut()
+        if let Some(w) = self.watcher.as_mut()
             && w.watch(dir, RecursiveMode::Recursive).is_ok()
         {
             self.watched.push(dir.to_path_buf());
@@ -141,10 +134,6 @@ impl Follower {
         self.sources.len() - 1
     }
 
-    pub fn path(&self, source: usize) -> &Path {
-        &self.sources[source].path
-    }
-
     pub fn live_sources(&self) -> usize {
         self.sources.iter().filter(|s| !s.gone).count()
     }
@@ -167,11 +156,6 @@ impl Follower {
         // Drain a burst of notifications: one read serves them all.
         while self.wake.try_recv().is_ok() {}
     }
-
-    /// A handle that wakes `wait` (for callers with their own events).
-    pub fn waker(&self) -> std::sync::mpsc::Sender<()> {
-        self.watcher_tx.clone()
-    }
 }
 
 fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
@@ -179,7 +163,8 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if s.file.is_some() {
-                flush_partial(i, s, out);
+                // A partial line of a deleted file never completes: it goes with the file.
+                s.partial.clear();
                 out(Item::Notice {
                     source: i,
                     text: format!("{} was deleted", s.path.display()),
@@ -265,11 +250,6 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
         }
         s.partial.extend_from_slice(rest);
     }
-}
-
-fn flush_partial(_i: usize, s: &mut Source, _out: &mut impl FnMut(Item)) {
-    // A partial line of a deleted file never completes: it is dropped with the file.
-    s.partial.clear();
 }
 
 /// Byte offset where the last `n` lines accepted by `keep` begin, reading backwards from the end

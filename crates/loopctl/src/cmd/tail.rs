@@ -558,25 +558,23 @@ fn add_log(
     tail.logs.push(Log {
         name: name.to_string(),
     });
-    if replay || start > 0 {
-        // Apply what comes before the window quietly: run states (iteration headers, the
-        // --until-done verdict) need the whole history.
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let head = &bytes[..(start as usize).min(bytes.len())];
+    // Run states before the window: --until-done needs the verdict, the human format its
+    // iteration headers. --json and --raw need neither, so for them -n reads only the window.
+    if start > 0 && (replay || tail.mode == Mode::Human) {
+        use std::io::{BufRead, Read};
+        let file =
+            std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
         let mut offset = 0u64;
-        for (i, raw) in head.split(|&b| b == b'\n').enumerate() {
-            if offset >= start {
-                break;
-            }
-            tail.event(
-                index,
-                Pos {
-                    line: i as u64 + 1,
-                    offset,
-                },
-                raw,
-                true,
-            );
+        for (i, raw) in std::io::BufReader::new(file.take(start))
+            .split(b'\n')
+            .enumerate()
+        {
+            let raw = raw.with_context(|| format!("reading {}", path.display()))?;
+            let pos = Pos {
+                line: i as u64 + 1,
+                offset,
+            };
+            tail.event(index, pos, &raw, true);
             offset += raw.len() as u64 + 1;
         }
     }
