@@ -38,21 +38,7 @@ impl Sandbox {
     /// Writes `loop.json` and runs it; returns (exit code, stderr).
     fn run(&self, config: Value, extra: &[&str]) -> (i32, String) {
         std::fs::write(self.dir.join("loop.json"), config.to_string()).unwrap();
-        let out = self
-            .cmd()
-            .args([
-                "run",
-                "--loop-file",
-                "loop.json",
-                "--run-id",
-                "r1",
-                "--sentinel-file",
-                "sentinel",
-            ])
-            .args(["--dir", "."])
-            .args(extra)
-            .output()
-            .unwrap();
+        let out = self.cmd().args(RUN).args(extra).output().unwrap();
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -75,6 +61,23 @@ impl Sandbox {
         serde_json::from_str(&std::fs::read_to_string(self.run_dir().join("run.json")).unwrap())
             .unwrap()
     }
+}
+
+/// `loopctl run` of the sandbox's loop.json as run r1, with a sentinel file, in the sandbox.
+const RUN: &[&str] = &[
+    "run",
+    "--loop-file",
+    "loop.json",
+    "--run-id",
+    "r1",
+    "--sentinel-file",
+    "sentinel",
+    "--dir",
+    ".",
+];
+
+fn signal(child: &Child, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
 }
 
 fn read_events(path: &Path) -> Vec<Value> {
@@ -346,16 +349,8 @@ fn spawn_run(s: &Sandbox, config: Value) -> Child {
         .env("NO_COLOR", "1")
         .arg("--root")
         .arg(s.root())
-        .args([
-            "run",
-            "--loop-file",
-            "loop.json",
-            "--run-id",
-            "r1",
-            "--sentinel-file",
-            "sentinel",
-            "-q",
-        ])
+        .args(RUN)
+        .arg("-q")
         .stdin(Stdio::null())
         .spawn()
         .unwrap()
@@ -389,11 +384,7 @@ fn sigint_cancels_killed_130_and_the_run_is_stopped_user_stop() {
     let s = Sandbox::new();
     let mut child = spawn_run(&s, json!({"loop": [{"name": "slow", "run": "sleep 30"}]}));
     wait_for_phase(&s);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    signal(&child, nix::sys::signal::Signal::SIGINT);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     let sentinel = s.sentinel();
@@ -472,11 +463,7 @@ fn an_interrupted_run_resumes_and_an_idle_one_can_be_stopped() {
         assert!(Instant::now() < end);
         std::thread::sleep(Duration::from_millis(10));
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    signal(&child, nix::sys::signal::Signal::SIGKILL);
     child.wait().unwrap();
     // The orphaned phase group is still sleeping; it does not hold the run's lock.
     std::fs::write(s.dir.join("go"), "").unwrap();
@@ -510,11 +497,7 @@ fn an_interrupted_run_resumes_and_an_idle_one_can_be_stopped() {
     let s = Sandbox::new();
     let mut child = spawn_run(&s, json!({"loop": [{"name": "slow", "run": "sleep 30"}]}));
     wait_for_phase(&s);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    signal(&child, nix::sys::signal::Signal::SIGKILL);
     child.wait().unwrap();
     s.cmd().args(["clean", "r1", "--yes"]).assert().code(1);
     s.cmd()
@@ -869,21 +852,7 @@ fn the_bundled_example_fixes_its_test_on_the_second_try() {
     for f in ["loop.json", "calc.sh", "test.sh", "agent.sh"] {
         std::fs::copy(example.join(f), s.dir.join(f)).unwrap();
     }
-    let out = s
-        .cmd()
-        .args([
-            "run",
-            "--loop-file",
-            "loop.json",
-            "--dir",
-            ".",
-            "--run-id",
-            "r1",
-            "--sentinel-file",
-            "sentinel",
-        ])
-        .output()
-        .unwrap();
+    let out = s.cmd().args(RUN).output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
