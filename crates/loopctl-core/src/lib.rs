@@ -5,6 +5,8 @@
 //! property tests and fuzzers exercise.
 
 pub mod avenor;
+pub mod criteria;
+pub mod escalation;
 pub mod event;
 pub mod json;
 pub mod lines;
@@ -14,6 +16,7 @@ pub mod plan;
 pub mod replay;
 pub mod salvage;
 pub mod state;
+pub mod transition;
 pub mod ts;
 
 pub use event::{Dialect, Event, Facts, Kind, LineError, parse_line};

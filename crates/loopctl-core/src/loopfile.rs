@@ -5,6 +5,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::criteria::{self, Criteria};
+use crate::transition::{self, Transition, WhenRule};
+
 /// Avenor's default, also used when a file says `0`.
 pub const DEFAULT_MAX_ITERATIONS: u64 = 10;
 /// The implicit pre phase that `--prompt` / `--prompt-file` adds.
@@ -25,6 +28,12 @@ pub struct Phase {
     pub agent: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resume_from_previous: bool,
+    /// The loop observes this phase: its result is evaluated and the `when` rules decide.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub evaluate: bool,
+    /// Branch routing on the phase's result string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transition: Option<Transition>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -65,9 +74,49 @@ pub struct LoopFile {
     pub max_iterations: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<Criteria>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub when: Vec<WhenRule>,
+    /// Stagnation detector settings, as written (see `stagnation::Config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stagnation: Option<Value>,
+    /// Cap on synthesized feedback (seed 002's `feedback_max_length`).
+    #[serde(default = "feedback_max")]
+    pub feedback_max_length: usize,
+}
+
+fn feedback_max() -> usize {
+    criteria::FEEDBACK_MAX
 }
 
 impl LoopFile {
+    /// Whether the loop takes decisions (criteria, `when` rules, observed or routed phases);
+    /// a plain Avenor loop takes none and writes no decision events.
+    pub fn decides(&self) -> bool {
+        self.criteria.is_some()
+            || !self.when.is_empty()
+            || self.stagnation.is_some()
+            || self
+                .loop_
+                .iter()
+                .any(|p| p.evaluate || p.transition.is_some())
+    }
+
+    /// Whether the loop phase at `index` is observed: marked `evaluate`, or, when none is,
+    /// the last loop phase of a loop with criteria or `when` rules.
+    pub fn observes(&self, index: usize) -> bool {
+        if self.loop_.iter().any(|p| p.evaluate) {
+            return self.loop_.get(index).is_some_and(|p| p.evaluate);
+        }
+        (self.criteria.is_some() || !self.when.is_empty() || self.stagnation.is_some())
+            && index + 1 == self.loop_.len()
+    }
+
+    pub fn loop_index(&self, name: &str) -> Option<usize> {
+        self.loop_.iter().position(|p| p.name == name)
+    }
+
     pub fn phases(&self, kind: PhaseKind) -> &[Phase] {
         match kind {
             PhaseKind::Pre => &self.pre,
@@ -87,6 +136,8 @@ impl LoopFile {
                 run: None,
                 agent: None,
                 resume_from_previous: false,
+                evaluate: false,
+                transition: None,
             },
         );
         self
@@ -126,7 +177,17 @@ pub struct Parsed {
     pub warnings: Vec<String>,
 }
 
-const TOP_KEYS: &[&str] = &["pre", "loop", "post", "max_iterations", "agent"];
+const TOP_KEYS: &[&str] = &[
+    "pre",
+    "loop",
+    "post",
+    "max_iterations",
+    "agent",
+    "criteria",
+    "when",
+    "stagnation",
+    "escalation",
+];
 const PHASE_KEYS: &[&str] = &[
     "name",
     "prompt",
@@ -134,6 +195,8 @@ const PHASE_KEYS: &[&str] = &[
     "run",
     "agent",
     "resume_from_previous",
+    "evaluate",
+    "transition",
 ];
 
 /// Splits an agent given as one string the way a shell would (quotes, escapes), without
@@ -252,6 +315,76 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Vec<ConfigEr
             ));
         }
     }
+    let criteria = match top.get("criteria") {
+        None | Some(Value::Null) => None,
+        Some(v) => Criteria::parse(v)
+            .map_err(|e| errors.extend(e.into_iter().map(|(at, m)| err(&at, &m))))
+            .ok(),
+    };
+    let mut when = Vec::new();
+    match top.get("when") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(lines)) => {
+            for (i, l) in lines.iter().enumerate() {
+                match l.as_str().map(transition::parse_when) {
+                    Some(Ok(r)) => when.push(r),
+                    Some(Err(m)) => errors.push(err(&format!("when[{i}]"), &m)),
+                    None => errors.push(err(&format!("when[{i}]"), "must be a string")),
+                }
+            }
+        }
+        Some(_) => errors.push(err(
+            "when",
+            "must be an array of \"<condition>: <action>\" lines",
+        )),
+    }
+    let stagnation = match top.get("stagnation") {
+        None | Some(Value::Null) => None,
+        Some(v @ Value::Object(_)) => Some(v.clone()),
+        Some(_) => {
+            errors.push(err("stagnation", "must be an object"));
+            None
+        }
+    };
+    let mut feedback_max_length = criteria::FEEDBACK_MAX;
+    if let Some(e) = top.get("escalation").filter(|v| !v.is_null()) {
+        match e.get("feedback_max_length").map(Value::as_u64) {
+            None => {}
+            Some(Some(n)) if n > 0 => feedback_max_length = n as usize,
+            Some(_) => errors.push(err(
+                "escalation.feedback_max_length",
+                "must be a positive integer",
+            )),
+        }
+    }
+    let loop_names: Vec<&str> = loop_.iter().map(|p| p.name.as_str()).collect();
+    for (kind, list) in [("pre", &pre), ("loop", &loop_), ("post", &post)] {
+        for (i, p) in list.iter().enumerate() {
+            let at = format!("{kind}[{i}] ({:?})", p.name);
+            if kind != "loop" && (p.evaluate || p.transition.is_some()) {
+                errors.push(err(&at, "evaluate and transition are for loop phases"));
+            }
+            if let Some(t) = &p.transition {
+                for m in t.validate(&loop_names) {
+                    errors.push(err(&format!("{at}.transition"), &m));
+                }
+            }
+        }
+    }
+    if !when.is_empty() {
+        if loop_.is_empty() {
+            errors.push(err("when", "when rules need loop phases"));
+        } else {
+            let observer = loop_
+                .iter()
+                .position(|p| p.evaluate)
+                .unwrap_or(loop_.len() - 1);
+            let declared = top.get("max_iterations").is_some_and(|v| !v.is_null());
+            for m in transition::validate(&when, &loop_names, observer, declared) {
+                errors.push(err("when", &m));
+            }
+        }
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -261,6 +394,10 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Vec<ConfigEr
         post,
         max_iterations,
         agent,
+        criteria,
+        when,
+        stagnation,
+        feedback_max_length,
     };
     Ok(Parsed {
         file: match initial {
@@ -337,6 +474,20 @@ fn phase(
             false
         }
     };
+    let evaluate = match o.get("evaluate") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            fail("evaluate must be true or false".into());
+            false
+        }
+    };
+    let transition = match o.get("transition") {
+        None | Some(Value::Null) => None,
+        Some(t) => serde_json::from_value::<Transition>(t.clone())
+            .map_err(|e| fail(format!("transition: {e}")))
+            .ok(),
+    };
     for k in o.keys().filter(|k| !PHASE_KEYS.contains(&k.as_str())) {
         warnings.push(format!("{at}: unknown key {k:?} ignored"));
     }
@@ -347,6 +498,8 @@ fn phase(
         run,
         agent,
         resume_from_previous,
+        evaluate,
+        transition,
     })
 }
 

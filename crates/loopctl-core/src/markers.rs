@@ -62,6 +62,14 @@ pub fn parse_marker(line: &str) -> Option<Marker> {
     })
 }
 
+/// The value of a whole-line `<|name: value|>` tag (name case-insensitive), trimmed.
+pub fn tag<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let t = line.trim();
+    let inner = t.strip_prefix("<|")?.strip_suffix("|>")?;
+    let (n, v) = inner.split_once(':')?;
+    n.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+}
+
 /// A fence opener or closer: up to three spaces, then three or more backticks or tildes.
 fn fence(line: &str) -> Option<(u8, usize)> {
     let indent = line.len() - line.trim_start_matches(' ').len();
@@ -80,6 +88,12 @@ pub struct MarkerScanner {
     open_fence: Option<(u8, usize)>,
     lines: u64,
     pub seen: Vec<Marker>,
+    /// The last `<|score: x|>` marker: a phase's self-reported score.
+    pub score: Option<f64>,
+    /// The last `<|result: text|>` marker: the string branches route on.
+    pub result: Option<String>,
+    /// The last whole-line JSON object with a `score` or `rule_results` key.
+    pub evaluation: Option<String>,
 }
 
 impl MarkerScanner {
@@ -104,6 +118,21 @@ impl MarkerScanner {
         if let Some(mut m) = parse_marker(line) {
             m.line = Some(self.lines);
             self.seen.push(m);
+        } else if let Some(v) = tag(line, "score") {
+            if let Some(x) = v.parse::<f64>().ok().filter(|x| x.is_finite()) {
+                self.score = Some(x);
+            }
+        } else if let Some(v) = tag(line, "result") {
+            self.result = Some(v.to_string());
+        } else {
+            let t = line.trim();
+            if t.starts_with('{')
+                && t.ends_with('}')
+                && (t.contains("\"score\"") || t.contains("\"rule_results\""))
+                && serde_json::from_str::<serde_json::Value>(t).is_ok_and(|v| v.is_object())
+            {
+                self.evaluation = Some(t.to_string());
+            }
         }
     }
 
@@ -211,5 +240,22 @@ mod tests {
         );
         let s = scan("a\r\n<|workflow: exit|x|>\r\n");
         assert_eq!(s.seen[0].line, Some(2));
+    }
+
+    #[test]
+    fn score_result_and_json_evaluations_are_whole_lines_outside_fences() {
+        let s = scan(
+            "the score: 0.5 is prose\n<|score: 0.4|>\n  <|SCORE: 0.82|>  \n<|score: high|>\n\
+             <|result: tool-call|>\n```\n<|score: 0.1|>\n{\"score\": 0.1}\n```\n\
+             {\"score\": 0.7, \"passed\": false}\n{\"score\": broken}\nsay <|result: no|>\n",
+        );
+        assert_eq!(s.score, Some(0.82));
+        assert_eq!(s.result.as_deref(), Some("tool-call"));
+        assert_eq!(
+            s.evaluation.as_deref(),
+            Some("{\"score\": 0.7, \"passed\": false}")
+        );
+        assert_eq!(tag("<|result:  a:b |>", "result"), Some("a:b"));
+        assert_eq!(tag("<|workflow: exit|>", "result"), None);
     }
 }

@@ -4,6 +4,8 @@
 //! `resume` folds the same events read back from the log and asks the same question. One code
 //! path, so an interrupted run continues exactly where the log says it was.
 
+use std::collections::VecDeque;
+
 use serde_json::Value;
 
 use crate::event::{Event, Kind};
@@ -26,11 +28,19 @@ pub struct PhaseEnd {
     pub stop_reason: String,
     pub exit_code: Option<i64>,
     pub marker: Option<Marker>,
+    /// An observed phase's verdict: its exit status judged the work (0 passes), so a non-zero
+    /// exit is a failed check, not a failed phase.
+    pub verdict: Option<bool>,
 }
 
 impl PhaseEnd {
     pub fn clean(&self) -> bool {
         self.stop_reason == "end_turn"
+    }
+
+    /// Ended in a way the loop acts on rather than retries: cleanly or with a verdict.
+    pub fn settled(&self) -> bool {
+        self.clean() || self.verdict.is_some()
     }
 
     /// An end that a resume runs again rather than acts on.
@@ -49,6 +59,30 @@ pub enum ExitReason {
     Cancelled,
     Timeout,
     EndTurn,
+}
+
+/// An ending chosen by a decision (a `when` rule, a branch, a stop condition, a detector).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Decided {
+    /// The canonical reason the `stopped` event records (`threshold_reached`, `stagnation`, ...).
+    pub reason: String,
+    pub warning: Option<String>,
+    pub detail: Option<String>,
+    /// Ends BLOCKED (exit 5): a human must answer.
+    pub blocked: bool,
+}
+
+impl Decided {
+    /// The Avenor exit reason closest to a decided reason, for Avenor consumers.
+    pub fn exit_reason(&self) -> ExitReason {
+        if self.blocked {
+            return ExitReason::Abort;
+        }
+        match crate::state::classify_reason(&self.reason, None).1 {
+            crate::state::Status::Completed => ExitReason::Marker,
+            _ => ExitReason::MaxIterations,
+        }
+    }
 }
 
 impl ExitReason {
@@ -75,6 +109,7 @@ pub struct Ending {
     /// The last phase's stop reason.
     pub stop_reason: String,
     pub iterations_completed: u64,
+    pub decided: Option<Decided>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +123,10 @@ pub enum Step {
         pos: Pos,
         attempt: u64,
         retry: u64,
+    },
+    /// Judge the finished phase at `pos` (evaluate, route) and write a `transition` event.
+    Decide {
+        pos: Pos,
     },
     Finish(Ending),
 }
@@ -121,6 +160,31 @@ pub struct Cursor {
     /// The session of the last phase attempt.
     pub session: Option<String>,
     pub ended: bool,
+    /// A finished phase awaits its decision (its `phase_finished` said `decide`).
+    pub undecided: Option<Pos>,
+    /// Loop phases a decision queued (`reflect, then plan`), by index.
+    pub route: VecDeque<usize>,
+    /// An ending a decision chose.
+    pub end: Option<Decided>,
+    /// Observations decided so far (the `tries` of `after N tries`).
+    pub tries: u64,
+    /// Evaluations so far, for escalation reports.
+    pub evaluations: Vec<EvalSeen>,
+    /// The feedback of the last failed observation, for the next phase's prompt.
+    pub last_failure: Option<String>,
+    /// The payload of the last `phase_finished`: what a decision reads.
+    pub last_finished: Option<Value>,
+}
+
+/// One evaluation as the runner saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalSeen {
+    pub iteration: u64,
+    pub phase: String,
+    pub score: f64,
+    pub passed: bool,
+    pub failed: Vec<String>,
+    pub feedback: Option<String>,
 }
 
 fn pos_of(ev: &Event<'_>, p: &Value) -> Option<Pos> {
@@ -142,6 +206,11 @@ pub fn phase_end(p: &Value) -> PhaseEnd {
         marker: p
             .get("marker")
             .and_then(|m| serde_json::from_value(m.clone()).ok()),
+        verdict: match p.get("verdict").and_then(Value::as_str) {
+            Some("pass") => Some(true),
+            Some("fail") => Some(false),
+            _ => None,
+        },
     }
 }
 
@@ -160,6 +229,10 @@ impl Cursor {
                 self.attempt = self.attempt.max(attempt);
                 match ev.kind {
                     Kind::PhaseStarted => {
+                        if pos.kind == PhaseKind::Loop && self.route.front() == Some(&pos.index) {
+                            self.route.pop_front();
+                        }
+                        self.undecided = None;
                         self.open = Some(pos);
                         self.starting_commit =
                             p.get("commit").and_then(Value::as_str).map(Into::into);
@@ -178,8 +251,58 @@ impl Cursor {
                             self.last_loop = Some((pos, end.clone()));
                         }
                         self.last = Some((pos, end));
+                        self.last_finished = Some(p.clone());
+                        self.undecided = p
+                            .get("decide")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false)
+                            .then_some(pos);
                     }
                 }
+            }
+            Kind::Transition => {
+                let p = ev.payload_value();
+                self.undecided = None;
+                if p.get("observed").and_then(Value::as_bool).unwrap_or(false) {
+                    self.tries += 1;
+                }
+                self.route = p
+                    .get("route")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_u64())
+                            .map(|x| x as usize)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.end = p.get("end").filter(|e| e.is_object()).map(|e| {
+                    let s = |k: &str| e.get(k).and_then(Value::as_str).map(str::to_string);
+                    Decided {
+                        reason: s("reason").unwrap_or_default(),
+                        warning: s("warning"),
+                        detail: s("detail"),
+                        blocked: e.get("blocked").and_then(Value::as_bool).unwrap_or(false),
+                    }
+                });
+                if let Some(f) = p.get("feedback").and_then(Value::as_str) {
+                    self.last_failure = Some(f.to_string());
+                }
+            }
+            Kind::EvaluationDone => {
+                let p = ev.payload_value();
+                let f = &ev.facts;
+                self.evaluations.push(EvalSeen {
+                    iteration: ev.iteration.unwrap_or(0),
+                    phase: ev.phase.as_deref().unwrap_or("A").to_string(),
+                    score: f.score.unwrap_or(0.0),
+                    passed: f.passed.unwrap_or(false),
+                    failed: f.failed.clone().unwrap_or_default(),
+                    feedback: p
+                        .pointer("/decision/feedback")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                });
             }
             Kind::Stopped | Kind::Failed => self.ended = true,
             Kind::RunResumed | Kind::RunStarted => self.ended = false,
@@ -222,6 +345,7 @@ pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
             exit_code,
             stop_reason: stop_reason.to_string(),
             iterations_completed: c.iterations_completed(shape),
+            decided: None,
         })
     };
     let first_of = |kind: PhaseKind, iteration: u64| -> Option<Pos> {
@@ -268,13 +392,31 @@ pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
         };
     };
     let pos = *pos;
+    // A decision's jump: backwards (or to itself) starts the next iteration.
+    let goto = |to: usize| {
+        let iteration = if pos.kind != PhaseKind::Loop {
+            pos.iteration.max(1)
+        } else if to <= pos.index {
+            pos.iteration + 1
+        } else {
+            pos.iteration
+        };
+        if iteration > shape.max_iterations {
+            return after_loop(pos.iteration, ExitReason::MaxIterations, None);
+        }
+        run(Pos {
+            kind: PhaseKind::Loop,
+            index: to,
+            iteration,
+        })
+    };
     if end.interrupted() {
         return Step::Run {
             pos,
             attempt: c.attempt + 1,
         };
     }
-    if !end.clean() {
+    if !end.settled() {
         if end.exit_code == Some(1) && c.retries < shape.max_retries {
             return Step::Retry {
                 pos,
@@ -282,12 +424,34 @@ pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
                 retry: c.retries + 1,
             };
         }
+        if c.undecided == Some(pos) {
+            return Step::Decide { pos };
+        }
+        if let Some(&to) = c.route.front() {
+            return goto(to);
+        }
         return finish(
             ExitReason::PhaseFailure,
             None,
             end.exit_code,
             &end.stop_reason,
         );
+    }
+    if c.undecided == Some(pos) {
+        return Step::Decide { pos };
+    }
+    if let Some(d) = &c.end {
+        return Step::Finish(Ending {
+            reason: d.exit_reason(),
+            label: None,
+            exit_code: None,
+            stop_reason: if d.blocked { "blocked" } else { "end_turn" }.into(),
+            iterations_completed: c.iterations_completed(shape),
+            decided: Some(d.clone()),
+        });
+    }
+    if let Some(&to) = c.route.front() {
+        return goto(to);
     }
     if let Some(m) = end
         .marker
@@ -359,6 +523,22 @@ pub struct Sentinel {
 impl Sentinel {
     pub fn for_ending(e: &Ending, session: &str, run_id: &str) -> Sentinel {
         let failing_code = e.exit_code.filter(|&c| c != 0).unwrap_or(1);
+        if let Some(d) = &e.decided {
+            let (status, code) = match (d.blocked, d.reason.as_str()) {
+                (true, _) => ("BLOCKED", 5),
+                (_, "stagnation") => ("DONE", 3),
+                _ => ("DONE", 0),
+            };
+            return Sentinel {
+                status,
+                code,
+                session: session.into(),
+                stop_reason: d.reason.clone(),
+                reason: d.detail.clone().or_else(|| d.warning.clone()),
+                exit_code: None,
+                run_id: run_id.into(),
+            };
+        }
         let (status, code, stop_reason, reason, exit_code) = match e.reason {
             ExitReason::Marker | ExitReason::MaxIterations | ExitReason::EndTurn => {
                 ("DONE", 0, e.stop_reason.clone(), None, None)
@@ -457,6 +637,15 @@ mod tests {
 
     /// Drives `next_step` as the runner would, with each phase ending as `end` says.
     fn drive(shape: &Shape, end: impl Fn(&Pos, u64) -> Value) -> (Vec<(Pos, u64)>, Ending) {
+        drive_with(shape, end, |_, _| panic!("nothing asked for a decision"))
+    }
+
+    /// `drive`, with `decide` giving the payload of the `transition` event a decision writes.
+    fn drive_with(
+        shape: &Shape,
+        end: impl Fn(&Pos, u64) -> Value,
+        decide: impl Fn(&Pos, &Cursor) -> Value,
+    ) -> (Vec<(Pos, u64)>, Ending) {
         let mut c = Cursor::default();
         let mut ran = vec![];
         for _ in 0..100 {
@@ -475,10 +664,157 @@ mod tests {
                     c.apply(&ev(Kind::PhaseFinished, pos.iteration, fin));
                     ran.push((pos, attempt));
                 }
+                Step::Decide { pos } => {
+                    let t = decide(&pos, &c);
+                    c.apply(&ev(Kind::Transition, pos.iteration, t));
+                }
                 Step::Finish(e) => return (ran, e),
             }
         }
         panic!("no end")
+    }
+
+    const PAOR: Shape = Shape {
+        pre: 0,
+        loop_: 4,
+        post: 0,
+        max_iterations: 3,
+        max_retries: 1,
+    };
+
+    fn idx(ran: &[(Pos, u64)]) -> Vec<(usize, u64)> {
+        ran.iter().map(|(p, _)| (p.index, p.iteration)).collect()
+    }
+
+    /// plan, act, observe, reflect: the check fails every time and `reflect, then plan`
+    /// loops back until the iteration limit.
+    #[test]
+    fn a_route_runs_its_phases_then_jumps_back_into_a_new_iteration() {
+        let (ran, e) = drive_with(
+            &PAOR,
+            |p, _| match p.index {
+                2 => {
+                    json!({"stop_reason": "error", "exit_code": 1, "verdict": "fail", "decide": true})
+                }
+                _ => json!({"stop_reason": "end_turn"}),
+            },
+            |_, _| json!({"observed": true, "route": [3, 0]}),
+        );
+        assert_eq!(
+            idx(&ran),
+            [
+                (0, 1),
+                (1, 1),
+                (2, 1),
+                (3, 1),
+                (0, 2),
+                (1, 2),
+                (2, 2),
+                (3, 2),
+                (0, 3),
+                (1, 3),
+                (2, 3),
+                (3, 3)
+            ]
+        );
+        assert!(
+            ran.iter().all(|r| r.1 == 1),
+            "a failed verdict is not retried"
+        );
+        assert_eq!(e.reason, ExitReason::MaxIterations);
+        assert_eq!(e.decided, None);
+    }
+
+    #[test]
+    fn a_decided_end_finishes_with_its_reason_and_sentinel() {
+        let (ran, e) = drive_with(
+            &PAOR,
+            |p, _| match p.index {
+                2 => json!({"stop_reason": "end_turn", "verdict": "pass", "decide": true}),
+                _ => json!({"stop_reason": "end_turn"}),
+            },
+            |p, c| {
+                if p.iteration < 2 {
+                    json!({"observed": true})
+                } else {
+                    assert_eq!(c.tries, 1);
+                    json!({"observed": true, "end": {"reason": "threshold_reached"}})
+                }
+            },
+        );
+        assert_eq!(
+            idx(&ran),
+            [(0, 1), (1, 1), (2, 1), (3, 1), (0, 2), (1, 2), (2, 2)]
+        );
+        let d = e.decided.clone().unwrap();
+        assert_eq!(d.reason, "threshold_reached");
+        assert_eq!(e.reason, ExitReason::Marker);
+        let s = Sentinel::for_ending(&e, "s", "r");
+        assert_eq!(
+            (s.status, s.code, s.stop_reason.as_str()),
+            ("DONE", 0, "threshold_reached")
+        );
+        let blocked = Ending {
+            decided: Some(Decided {
+                reason: "escalated".into(),
+                detail: Some("which format?".into()),
+                blocked: true,
+                ..Decided::default()
+            }),
+            ..e.clone()
+        };
+        let s = Sentinel::for_ending(&blocked, "s", "r");
+        assert_eq!((s.status, s.code), ("BLOCKED", 5));
+        assert_eq!(s.reason.as_deref(), Some("which format?"));
+        let stag = Ending {
+            decided: Some(Decided {
+                reason: "stagnation".into(),
+                ..Decided::default()
+            }),
+            ..e
+        };
+        assert_eq!(Sentinel::for_ending(&stag, "s", "r").code, 3);
+    }
+
+    /// A failing phase with `on_failure` is retried first, then decided, then routed.
+    #[test]
+    fn on_failure_routes_after_retries_and_no_route_fails_the_run() {
+        let (ran, e) = drive_with(
+            &PAOR,
+            |p, _| match (p.index, p.iteration) {
+                (1, 1) => json!({"stop_reason": "error", "exit_code": 1, "decide": true}),
+                (2, _) => json!({"stop_reason": "end_turn", "decide": true}),
+                _ => json!({"stop_reason": "end_turn"}),
+            },
+            |p, _| match p.index {
+                1 => json!({"route": [3]}),
+                _ => json!({"end": {"reason": "goto_end"}}),
+            },
+        );
+        assert_eq!(
+            ran.iter()
+                .map(|(p, a)| (p.index, p.iteration, *a))
+                .collect::<Vec<_>>(),
+            [
+                (0, 1, 1),
+                (1, 1, 1),
+                (1, 1, 2),
+                (3, 1, 1),
+                (0, 2, 1),
+                (1, 2, 1),
+                (2, 2, 1)
+            ]
+        );
+        assert_eq!(e.decided.map(|d| d.reason).as_deref(), Some("goto_end"));
+        let (_, e) = drive_with(
+            &PAOR,
+            |p, _| match p.index {
+                1 => json!({"stop_reason": "error", "exit_code": 2, "decide": true}),
+                _ => json!({"stop_reason": "end_turn"}),
+            },
+            |_, _| json!({}),
+        );
+        assert_eq!((e.reason, e.exit_code), (ExitReason::PhaseFailure, Some(2)));
     }
 
     #[test]
@@ -611,6 +947,7 @@ mod tests {
             exit_code: code,
             stop_reason: "end_turn".into(),
             iterations_completed: 1,
+            decided: None,
         };
         let s = Sentinel::for_ending(
             &end(

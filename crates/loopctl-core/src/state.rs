@@ -152,7 +152,7 @@ pub fn alias_of(run_id: &str) -> &str {
 }
 
 /// Maps a reason as written to (canonical reason, status, detail).
-fn classify_reason(raw: &str, event_status: Option<&str>) -> (String, Status, Option<String>) {
+pub fn classify_reason(raw: &str, event_status: Option<&str>) -> (String, Status, Option<String>) {
     let raw = raw.trim();
     let end = raw
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -170,7 +170,9 @@ fn classify_reason(raw: &str, event_status: Option<&str>) -> (String, Status, Op
         w => w,
     };
     let status = match word {
-        "threshold_reached" | "no_major_issues" => Status::Completed,
+        "threshold_reached" | "no_major_issues" | "goal_met" | "passed" | "goto_end" => {
+            Status::Completed
+        }
         "user_stop" | "iteration_limit" | "stagnation" | "budget_exceeded" => Status::Stopped,
         "phase_error" => Status::Failed,
         _ => match event_status {
@@ -333,7 +335,8 @@ pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
         }
         Kind::Stopped => {
             let p = ev.payload_value();
-            if let Some(exit) = str_of(&p, "exit_reason") {
+            // A decided stop carries both: the precise `reason` wins, `exit_reason` is kept.
+            if let Some(exit) = str_of(&p, "exit_reason").filter(|_| f.reason.is_none()) {
                 let label = str_of(&p, "exit_label");
                 let (status, reason) = classify_exit(&exit, label.as_deref());
                 s.end(status, reason, str_of(&p, "detail"));
@@ -343,6 +346,8 @@ pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
                 let raw = f.reason.clone().unwrap_or_else(|| "user_stop".into());
                 let (reason, status, detail) = classify_reason(&raw, ev.status.as_deref());
                 s.end(status, reason, detail.or_else(|| str_of(&p, "detail")));
+                s.exit_reason = str_of(&p, "exit_reason");
+                s.exit_label = str_of(&p, "exit_label");
             }
             if let Some(score) = f
                 .score

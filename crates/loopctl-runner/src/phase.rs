@@ -49,11 +49,15 @@ pub struct Finished {
     pub last_line: Option<String>,
     /// Last non-empty stderr line, for error reports.
     pub last_error_line: Option<String>,
+    /// The last `<|score: x|>`, `<|result: ...|>` and JSON evaluation line on stdout.
+    pub score: Option<f64>,
+    pub result: Option<String>,
+    pub evaluation: Option<String>,
 }
 
 struct Captured {
     sha256: String,
-    markers: Vec<Marker>,
+    scanner: MarkerScanner,
     last_line: Option<String>,
 }
 
@@ -123,7 +127,7 @@ fn capture(mut from: impl Read, to: &Path, echo: bool, scan: bool) -> std::io::R
     // file only matters as long as the page cache holds it or the disk does.
     Ok(Captured {
         sha256: hex(hash.finalize()),
-        markers: scanner.seen,
+        scanner,
         last_line,
     })
 }
@@ -230,7 +234,10 @@ pub fn run(a: Attempt<'_>, control: &Control) -> std::io::Result<Finished> {
         exit_code: status.code(),
         signal: status.signal(),
         duration_ms: started.elapsed().as_millis() as u64,
-        markers: out.markers,
+        markers: out.scanner.seen,
+        score: out.scanner.score,
+        result: out.scanner.result,
+        evaluation: out.scanner.evaluation,
         stdout_sha256: out.sha256,
         stderr_sha256: err.sha256,
         last_line: out.last_line,

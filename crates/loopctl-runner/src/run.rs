@@ -26,6 +26,9 @@ use crate::control::{Control, Interrupt};
 use crate::phase::{self, Attempt, Program};
 use crate::template::{self, Vars};
 
+mod decide;
+pub use decide::ESCALATION;
+
 /// Where `loopctl stop` leaves its reason for a live runner.
 pub const STOP_REQUEST: &str = "stop.request";
 
@@ -229,6 +232,8 @@ pub struct Runner {
     control: Arc<Control>,
     observer: Box<dyn FnMut(&Event<'_>)>,
     git: bool,
+    /// Record a work-tree fingerprint on phase events (for the no-change detector).
+    track_tree: bool,
     last_failure: Option<String>,
     started: Instant,
     snapshots: SnapshotWriter,
@@ -376,6 +381,9 @@ impl Runner {
         if let Some(t) = task {
             payload["task"] = json!({ "prompt": t });
         }
+        if let Some(c) = &r.cfg.criteria {
+            payload["criteria"] = c.to_value();
+        }
         r.emit(Kind::RunStarted, None, payload)?;
         r.write_run_json()?;
         Ok(r)
@@ -391,8 +399,10 @@ impl Runner {
         writer: LogWriter,
     ) -> Result<Runner> {
         let dir_json = dir.join(RUN_JSON);
-        let git = cfg_uses_git(&cfg, opts.loop_file.as_deref())
-            && template::head(&opts.workdir).is_some();
+        let track_tree = cfg.stagnation.is_some() && template::head(&opts.workdir).is_some();
+        let git = track_tree
+            || (cfg_uses_git(&cfg, opts.loop_file.as_deref())
+                && template::head(&opts.workdir).is_some());
         Ok(Runner {
             root: root.to_path_buf(),
             sink: open_sink(opts.on_event.as_deref())?,
@@ -408,6 +418,7 @@ impl Runner {
             control: Arc::new(Control::default()),
             observer: Box::new(|_| {}),
             git,
+            track_tree,
             last_failure: None,
             started: Instant::now(),
             snapshots: SnapshotWriter::new(dir_json),
@@ -521,11 +532,23 @@ impl Runner {
 
     /// Appends one event (log first), then projects it everywhere else.
     fn emit(&mut self, kind: Kind, pos: Option<(&str, u64)>, payload: Value) -> Result<u64> {
+        self.emit_in(kind, pos, None, payload)
+    }
+
+    /// `emit`, with the quality phase (`A`, `B`) the event belongs to.
+    fn emit_in(
+        &mut self,
+        kind: Kind,
+        pos: Option<(&str, u64)>,
+        quality: Option<&str>,
+        payload: Value,
+    ) -> Result<u64> {
         let ev = Event {
             ts: Some(now()),
             run_id: Some(self.run_id.clone().into()),
             iteration: pos.map(|p| p.1),
             step: pos.map(|p| p.0.to_string().into()),
+            phase: quality.map(|q| q.to_string().into()),
             ..Event::new(kind)
         }
         .with_payload(&payload);
@@ -616,6 +639,7 @@ impl Runner {
                         self.run_phase(pos, attempt)?;
                     }
                 }
+                Step::Decide { pos } => self.decide(pos)?,
                 Step::Finish(e) => break e,
             }
         };
@@ -633,6 +657,7 @@ impl Runner {
             exit_code: last.and_then(|l| l.1.exit_code),
             stop_reason: last.map_or("cancelled".into(), |l| l.1.stop_reason.clone()),
             iterations_completed: self.cursor.iterations_completed(&self.shape),
+            decided: None,
         }
     }
 
@@ -657,6 +682,11 @@ impl Runner {
         {
             started["commit"] = json!(c);
         }
+        if self.track_tree
+            && let Some(w) = template::worktree(&self.opts.workdir)
+        {
+            started["worktree"] = json!(w);
+        }
         let step = Some((spec.name.as_str(), pos.iteration));
         let seq = self.emit(Kind::PhaseStarted, step, started)?;
         let stem = format!("logs/{seq:06}-{}", safe_name(&spec.name, '_'));
@@ -678,6 +708,9 @@ impl Runner {
         ];
         if let Some(s) = &resume_session {
             env.push(("LOOPCTL_RESUME_SESSION", s.clone()));
+        }
+        if let Some(f) = &self.cursor.last_failure {
+            env.push(("LOOPCTL_LAST_FAILURE", f.clone()));
         }
         let (program, stdin) = match self.program(&spec, &pos, &stem, &mut env) {
             Ok(p) => p,
@@ -707,6 +740,11 @@ impl Runner {
             }
         };
         let exit_code = f.exit_code.or(f.signal.map(|s| 128 + s)).map(i64::from);
+        let observed = pos.kind == PhaseKind::Loop && self.cfg.observes(pos.index);
+        let reported = f.score.is_some() || f.evaluation.is_some();
+        let decide = pos.kind == PhaseKind::Loop
+            && self.cfg.decides()
+            && (observed || reported || spec.transition.is_some());
         let stop_reason = match self.control.interrupted() {
             Some(Interrupt::Cancelled(_)) => "cancelled",
             Some(Interrupt::Timeout) => "timeout",
@@ -738,10 +776,42 @@ impl Runner {
         if let Some(l) = &f.last_line {
             o.insert("result".into(), json!(l));
         }
+        if let Some(r) = &f.result {
+            o.insert("result_marker".into(), json!(r));
+        }
+        if let Some(x) = f.score {
+            o.insert("score".into(), json!(x));
+        }
+        if let Some(v) = f
+            .evaluation
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        {
+            o.insert("evaluation".into(), v);
+        }
+        // An observed phase's exit status is its verdict, unless something else ended it.
+        if observed && matches!(stop_reason, "end_turn" | "error") && f.exit_code.is_some() {
+            o.insert(
+                "verdict".into(),
+                json!(if f.exit_code == Some(0) {
+                    "pass"
+                } else {
+                    "fail"
+                }),
+            );
+        }
+        if decide && matches!(stop_reason, "end_turn" | "error") {
+            o.insert("decide".into(), json!(true));
+        }
         if self.git
             && let Some(c) = template::head(&self.opts.workdir)
         {
             o.insert("commit".into(), json!(c));
+        }
+        if self.track_tree
+            && let Some(w) = template::worktree(&self.opts.workdir)
+        {
+            o.insert("worktree".into(), json!(w));
         }
         if stop_reason != "end_turn" {
             let how = match (f.exit_code, f.signal) {
@@ -809,6 +879,7 @@ impl Runner {
             iteration: pos.iteration,
             max_iterations: self.cfg.max_iterations,
             work_dir: self.opts.workdir.display().to_string(),
+            last_failure: self.cursor.last_failure.clone().unwrap_or_default(),
             ..Vars::default()
         };
         if self.git
@@ -857,6 +928,16 @@ impl Runner {
         }
         if let Some(c) = e.exit_code {
             payload["exit_code"] = json!(c);
+        }
+        if let Some(d) = &e.decided {
+            payload["reason"] = json!(d.reason);
+            if let Some(w) = &d.warning {
+                payload["warning"] = json!(w);
+                eprintln!("warning: {w}");
+            }
+            if let Some(x) = &d.detail {
+                payload["detail"] = json!(x);
+            }
         }
         match e.reason {
             ExitReason::PhaseFailure => {

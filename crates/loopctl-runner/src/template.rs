@@ -18,6 +18,8 @@ pub struct Vars {
     pub prev_phase_commit: String,
     pub diff_stat: String,
     pub changed_files: String,
+    /// The last failed observation's feedback (what `reflect` hands to the next plan).
+    pub last_failure: String,
 }
 
 impl Vars {
@@ -26,6 +28,7 @@ impl Vars {
         let m: HashMap<String, Value> = [
             ("RunID", s(&self.run_id)),
             ("Phase", s(&self.phase)),
+            ("LastFailure", s(&self.last_failure)),
             ("Iteration", Value::from(self.iteration)),
             ("MaxIterations", Value::from(self.max_iterations)),
             ("WorkDir", s(&self.work_dir)),
@@ -73,6 +76,25 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
 /// `git rev-parse HEAD` in `dir`, when it is a git work tree with a commit.
 pub fn head(dir: &Path) -> Option<String> {
     git(dir, &["rev-parse", "HEAD"])
+}
+
+/// A fingerprint of the work tree's uncommitted state (status and diff against HEAD), so
+/// that "nothing changed across an iteration" can be told from the log alone.
+pub fn worktree(dir: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let status = git(dir, &["status", "--porcelain=v1", "--untracked-files=all"])?;
+    let diff = git(dir, &["diff", "HEAD"]).unwrap_or_default();
+    let mut h = Sha256::new();
+    h.update(status.as_bytes());
+    h.update([0]);
+    h.update(diff.as_bytes());
+    Some(
+        h.finalize()
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    )
 }
 
 /// Fills the git delta variables: the commit the previous phase left behind, and what that

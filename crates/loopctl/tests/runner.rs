@@ -1,106 +1,18 @@
 //! End-to-end tests of `loopctl run`, `resume`, `stop` and `clean`, with phases that are
 //! small shell commands.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use assert_cmd::cargo::cargo_bin;
 use serde_json::{Value, json};
 
-struct Sandbox {
-    _tmp: tempfile::TempDir,
-    dir: PathBuf,
-}
-
-impl Sandbox {
-    fn new() -> Sandbox {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().to_path_buf();
-        Sandbox { _tmp: tmp, dir }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.join(".loopctl")
-    }
-
-    fn cmd(&self) -> Command {
-        let mut c = Command::cargo_bin("loopctl").unwrap();
-        c.env_remove("LOOPCTL_ROOT")
-            .env("NO_COLOR", "1")
-            .current_dir(&self.dir)
-            .arg("--root")
-            .arg(self.root());
-        c
-    }
-
-    /// Writes `loop.json` and runs it; returns (exit code, stderr).
-    fn run(&self, config: Value, extra: &[&str]) -> (i32, String) {
-        std::fs::write(self.dir.join("loop.json"), config.to_string()).unwrap();
-        let out = self.cmd().args(RUN).args(extra).output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn sentinel(&self) -> String {
-        std::fs::read_to_string(self.dir.join("sentinel")).unwrap_or_default()
-    }
-
-    fn run_dir(&self) -> PathBuf {
-        self.root().join("r1")
-    }
-
-    fn events(&self) -> Vec<Value> {
-        read_events(&self.run_dir().join("history.jsonl"))
-    }
-
-    fn state(&self) -> Value {
-        serde_json::from_str(&std::fs::read_to_string(self.run_dir().join("run.json")).unwrap())
-            .unwrap()
-    }
-}
-
-/// `loopctl run` of the sandbox's loop.json as run r1, with a sentinel file, in the sandbox.
-const RUN: &[&str] = &[
-    "run",
-    "--loop-file",
-    "loop.json",
-    "--run-id",
-    "r1",
-    "--sentinel-file",
-    "sentinel",
-    "--dir",
-    ".",
-];
+mod common;
+use common::*;
 
 fn signal(child: &Child, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
-}
-
-fn read_events(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["event"] == name).collect()
-}
-
-fn phases(events: &[Value]) -> Vec<String> {
-    named(events, "phase_finished")
-        .iter()
-        .map(|e| format!("{}@{}", e["step"].as_str().unwrap(), e["iteration"]))
-        .collect()
-}
-
-fn echo(line: &str) -> String {
-    format!("printf '%s\\n' '{line}'")
 }
 
 #[test]

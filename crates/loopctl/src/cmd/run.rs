@@ -285,13 +285,19 @@ fn summary(f: &Finished) {
         .ending
         .label
         .as_deref()
+        .or(s.stop.detail.as_deref())
         .map(|l| format!(": {l}"))
         .unwrap_or_default();
+    // A decided stop names its reason (`threshold_reached`, `stagnation`, ...).
+    let reason = match &f.ending.decided {
+        Some(d) => d.reason.as_str(),
+        None => f.ending.reason.as_str(),
+    };
     let _ = writeln!(
         anstream::stderr(),
         "run {} {status} ({}{label}) after {} iteration(s): {} (exit {})",
         f.run_id,
-        f.ending.reason.as_str(),
+        reason,
         f.ending.iterations_completed,
         f.sentinel.status,
         f.sentinel.code

@@ -1,0 +1,354 @@
+//! The decision after a phase: evaluate (rule checks, the phase's own report), switch A → B,
+//! route (the phase's branches, the loop's `when` rules), stop conditions and escalation.
+//! The judgement itself is `loopctl_core`'s; this runs the checks and writes the events.
+
+use std::collections::BTreeMap;
+
+use loopctl_core::criteria::{
+    self, AfterEvaluation, Circumstances, Criteria, Evaluation, Level, SelfReport, Verdict,
+};
+use loopctl_core::escalation::Escalation;
+use loopctl_core::markers::Directive;
+use loopctl_core::transition::{self, Action, Condition, END, Observed, Route};
+
+use super::*;
+
+/// Where a check's output goes: a file name not used yet.
+fn fresh(dir: &Path, stem: &str, ext: &str) -> String {
+    let mut rel = format!("{stem}.{ext}");
+    let mut n = 1;
+    while dir.join(&rel).exists() {
+        n += 1;
+        rel = format!("{stem}.{n}.{ext}");
+    }
+    rel
+}
+
+impl Runner {
+    pub(super) fn decide(&mut self, pos: Pos) -> Result<()> {
+        let spec = self.phase(&pos).clone();
+        let fin = self.cursor.last_finished.clone().unwrap_or(Value::Null);
+        let end = self.cursor.last.as_ref().map(|l| l.1.clone());
+        let clean = end.as_ref().is_some_and(|e| e.clean());
+        let verdict = end.as_ref().and_then(|e| e.verdict);
+        let abort = end
+            .as_ref()
+            .and_then(|e| e.marker.clone())
+            .filter(|m| m.directive == Directive::Abort);
+        let reported = fin.get("score").is_some() || fin.get("evaluation").is_some();
+        let observed = pos.kind == PhaseKind::Loop && (self.cfg.observes(pos.index) || reported);
+        let mut t = json!({"from": spec.name, "kind": pos.kind.as_str(), "index": pos.index,
+                           "observed": observed});
+        let eval = if observed {
+            self.evaluate(&spec, pos, &fin)?
+        } else {
+            None
+        };
+        if self.control.interrupted().is_some() {
+            // Decided again on resume: the transition event is what marks it done.
+            return Ok(());
+        }
+        let passed = match &eval {
+            Some(e) => e.passed,
+            None => verdict.unwrap_or(clean),
+        };
+        let o = Observed {
+            blocked: abort.is_some(),
+            passed: passed && abort.is_none(),
+            goal_met: match &eval {
+                Some(e) => e.passed && e.level == Some(Level::B),
+                None => passed,
+            },
+            tries: self.cursor.tries + u64::from(observed),
+        };
+        t["outcome"] = json!({"blocked": o.blocked, "passed": o.passed, "goal_met": o.goal_met, "tries": o.tries});
+        let failure = (!passed).then(|| match &eval {
+            Some(e) => criteria::feedback(e, self.cfg.feedback_max_length),
+            None => fin
+                .get("error")
+                .or_else(|| fin.get("result"))
+                .and_then(Value::as_str)
+                .unwrap_or("the check failed")
+                .to_string(),
+        });
+        if let Some(f) = &failure {
+            t["feedback"] = json!(f);
+        }
+        let end_with = |t: &mut Value, source: &str, reason: &str| {
+            t["source"] = json!(source);
+            t["end"] = json!({ "reason": reason });
+        };
+        let mut decided = false;
+        // 1. The phase's own branches.
+        if let Some(tr) = &spec.transition {
+            let result = transition::result_string(
+                fin.get("result_marker").and_then(Value::as_str),
+                fin.get("result").and_then(Value::as_str),
+            );
+            t["result"] = json!(result);
+            let goto = |t: &mut Value, source: &str, to: &str| {
+                t["source"] = json!(source);
+                t["goto"] = json!([to]);
+                t["route"] = json!([self.cfg.loop_index(to)]);
+            };
+            match transition::route(tr, !clean, result) {
+                Route::OnFailure(to) if to == END => end_with(&mut t, "on_failure", "goto_end"),
+                Route::OnFailure(to) => goto(&mut t, "on_failure", to),
+                Route::Branch(i, to) => {
+                    t["branch"] = json!(i);
+                    if to == END {
+                        end_with(&mut t, "branch", "goto_end");
+                    } else {
+                        goto(&mut t, "branch", to);
+                    }
+                }
+                Route::Fail => t["source"] = json!("on_failure"),
+                Route::None => {}
+            }
+            decided = t.get("source").is_some();
+        }
+        // 2. The loop's `when` rules, on an observed phase.
+        if !decided
+            && observed
+            && let Some(rule) = transition::pick(&self.cfg.when, &o).cloned()
+        {
+            decided = true;
+            t["source"] = json!("when");
+            t["rule"] = json!(rule.text);
+            t["condition"] = json!(rule.condition.name());
+            let threshold_met = eval
+                .as_ref()
+                .is_some_and(|e| e.passed && e.level == Some(Level::B));
+            let reason = match rule.condition {
+                Condition::Blocked => "blocked",
+                Condition::AfterTries(_) => "attempt_limit",
+                Condition::PassesGoalMet | Condition::Passes if threshold_met => {
+                    "threshold_reached"
+                }
+                Condition::PassesGoalMet => "goal_met",
+                Condition::Passes => "passed",
+                Condition::Fails => "check_failed",
+            };
+            let mut goto = Vec::new();
+            for a in &rule.actions {
+                match a {
+                    Action::Goto(name) => goto.push(name.clone()),
+                    Action::Stop => t["end"] = json!({ "reason": reason }),
+                    Action::StopAndWarn => {
+                        let warning = format!(
+                            "stopped by {:?} after {} observation(s){}",
+                            rule.text,
+                            o.tries,
+                            failure
+                                .as_deref()
+                                .map(|f| format!(
+                                    "; last failure: {}",
+                                    f.lines().next().unwrap_or("")
+                                ))
+                                .unwrap_or_default()
+                        );
+                        t["end"] = json!({ "reason": reason, "warning": warning });
+                    }
+                    Action::AskHuman => {
+                        let label = abort.as_ref().and_then(|m| m.label.clone());
+                        let esc = self.escalate(
+                            "ask_a_human",
+                            pos,
+                            failure.as_deref(),
+                            label.as_deref(),
+                        )?;
+                        t["end"] = json!({ "reason": "escalated", "blocked": true, "detail": esc.question });
+                    }
+                }
+            }
+            if !goto.is_empty() {
+                let route: Vec<Option<usize>> =
+                    goto.iter().map(|g| self.cfg.loop_index(g)).collect();
+                t["goto"] = json!(goto);
+                t["route"] = json!(route);
+            }
+        }
+        // 3. The seed's stop conditions, and escalation at the iteration limit.
+        if !decided && let Some(e) = &eval {
+            let at_limit = pos.iteration >= self.cfg.max_iterations;
+            let c = Circumstances {
+                at_limit,
+                stagnating: self.stagnating(),
+                ..Circumstances::default()
+            };
+            if let AfterEvaluation::Stop(r) = criteria::after_evaluation(e, c) {
+                end_with(&mut t, "criteria", r.as_str());
+                if r == criteria::StopReason::Stagnation {
+                    t["source"] = json!("stagnation");
+                    t["end"]["detail"] = json!(format!(
+                        "score gained less than the minimum for {} evaluation(s) in a row",
+                        self.state.stagnation_count
+                    ));
+                }
+                if r == criteria::StopReason::IterationLimit {
+                    self.escalate("iteration_limit", pos, failure.as_deref(), None)?;
+                }
+            }
+        }
+        if t.get("source").is_none() {
+            t["source"] = json!("none");
+        }
+        self.emit(Kind::Transition, Some((&spec.name, pos.iteration)), t)?;
+        self.write_run_json()
+    }
+
+    /// Whether the seed's stagnation rule says stop (count ≥ the loop's limit, default 2).
+    fn stagnating(&self) -> bool {
+        let limit = self
+            .cfg
+            .stagnation
+            .as_ref()
+            .and_then(|s| s.get("limit"))
+            .and_then(Value::as_u64)
+            .unwrap_or(2);
+        self.state.stagnation_count >= limit
+    }
+
+    /// Evaluates the phase's work at the current quality phase, switching to B and judging the
+    /// same work again when A passes. Writes `evaluation_done` (and `phase_switched`).
+    fn evaluate(&mut self, spec: &Phase, pos: Pos, fin: &Value) -> Result<Option<Evaluation>> {
+        let criteria = self.cfg.criteria.clone().unwrap_or_default();
+        let report = fin
+            .get("evaluation")
+            .and_then(SelfReport::from_json)
+            .or_else(|| {
+                fin.get("score")
+                    .and_then(Value::as_f64)
+                    .map(SelfReport::from_score)
+            });
+        let mut level = Level::parse(&self.state.phase).unwrap_or(Level::A);
+        loop {
+            let checks = self.run_checks(&criteria, level, pos)?;
+            if self.control.interrupted().is_some() {
+                return Ok(None);
+            }
+            let Some(e) = criteria::evaluate(&criteria, level, &checks, report.as_ref()) else {
+                return Ok(None);
+            };
+            let decision = criteria::decide(
+                &e,
+                pos.iteration,
+                self.cfg.max_iterations,
+                self.cfg.feedback_max_length,
+            );
+            let mut payload = serde_json::to_value(&e).unwrap_or(Value::Null);
+            payload["decision"] = serde_json::to_value(&decision).unwrap_or(Value::Null);
+            let step = Some((spec.name.as_str(), pos.iteration));
+            self.emit_in(Kind::EvaluationDone, step, Some(level.as_str()), payload)?;
+            if level == Level::A && e.passed {
+                level = Level::B;
+                self.emit_in(
+                    Kind::PhaseSwitched,
+                    step,
+                    Some("B"),
+                    json!({"from_phase": "A", "to_phase": "B"}),
+                )?;
+                continue;
+            }
+            return Ok(Some(e));
+        }
+    }
+
+    /// Runs the check command of every active rule that has one: exit 0 passes.
+    fn run_checks(
+        &mut self,
+        criteria: &Criteria,
+        level: Level,
+        pos: Pos,
+    ) -> Result<BTreeMap<String, Verdict>> {
+        let mut out = BTreeMap::new();
+        let rules: Vec<_> = criteria
+            .active(level)
+            .filter_map(|r| Some((r.id.clone(), r.check.clone()?)))
+            .collect();
+        for (id, cmd) in rules {
+            if self.control.interrupted().is_some() {
+                break;
+            }
+            let stem = format!(
+                "logs/{:06}-check-{}-{}",
+                self.state.last_seq.unwrap_or(0),
+                level.as_str(),
+                safe_name(&id, '_')
+            );
+            let out_rel = fresh(&self.dir, &stem, "stdout");
+            let err_rel = fresh(&self.dir, &stem, "stderr");
+            let attempt = Attempt {
+                program: Program::Shell(cmd),
+                stdin: None,
+                env: vec![
+                    ("LOOPCTL_RUN_ID", self.run_id.clone()),
+                    ("LOOPCTL_RUN_DIR", self.dir.display().to_string()),
+                    ("LOOPCTL_RULE_ID", id.clone()),
+                    ("LOOPCTL_QUALITY_PHASE", level.as_str().into()),
+                    ("LOOPCTL_ITERATION", pos.iteration.to_string()),
+                    ("LOOPCTL_WORKDIR", self.opts.workdir.display().to_string()),
+                ],
+                cwd: &self.opts.workdir,
+                stdout: self.dir.join(&out_rel),
+                stderr: self.dir.join(&err_rel),
+                echo: self.opts.echo,
+            };
+            let v = match phase::run(attempt, &self.control) {
+                Ok(f) if f.exit_code == Some(0) => Verdict {
+                    passed: true,
+                    message: None,
+                },
+                Ok(f) => {
+                    let how = match (f.exit_code, f.signal) {
+                        (Some(c), _) => format!("check exited with code {c}"),
+                        (_, Some(s)) => format!("check was killed by signal {s}"),
+                        _ => "check failed".into(),
+                    };
+                    let line = f.last_error_line.or(f.last_line);
+                    Verdict {
+                        passed: false,
+                        message: Some(match line {
+                            Some(l) => format!("{how}: {l}"),
+                            None => how,
+                        }),
+                    }
+                }
+                Err(e) => Verdict {
+                    passed: false,
+                    message: Some(format!("check could not start: {e}")),
+                },
+            };
+            out.insert(id, v);
+        }
+        Ok(out)
+    }
+
+    /// Writes the escalation report: an `escalated` event and `escalation.md`.
+    fn escalate(
+        &mut self,
+        trigger: &str,
+        pos: Pos,
+        failure: Option<&str>,
+        question: Option<&str>,
+    ) -> Result<Escalation> {
+        let esc = Escalation::build(
+            trigger,
+            &self.cursor.evaluations,
+            self.cursor.tries + 1,
+            failure.or(self.cursor.last_failure.as_deref()),
+            question,
+            self.cfg.feedback_max_length,
+        );
+        let file = self.dir.join(ESCALATION);
+        write_atomic(&file, &esc.to_markdown(&self.run_id))?;
+        let mut payload = serde_json::to_value(&esc).unwrap_or(Value::Null);
+        payload["report"] = json!(ESCALATION);
+        let name = self.phase(&pos).name.clone();
+        self.emit(Kind::Escalated, Some((&name, pos.iteration)), payload)?;
+        Ok(esc)
+    }
+}
+
+/// The escalation report's file name in the run folder.
+pub const ESCALATION: &str = "escalation.md";

@@ -1,0 +1,330 @@
+//! End-to-end tests of loop decisions: rule evaluation with check commands, the A → B switch,
+//! `when` transition rules, branch routing, escalation and stagnation stops.
+
+use serde_json::{Value, json};
+
+mod common;
+use common::*;
+
+fn stopped(events: &[Value]) -> Value {
+    named(events, "stopped")
+        .last()
+        .map(|e| e["payload"].clone())
+        .unwrap_or(Value::Null)
+}
+
+fn transitions(events: &[Value]) -> Vec<Value> {
+    named(events, "transition")
+        .iter()
+        .map(|e| e["payload"].clone())
+        .collect()
+}
+
+#[test]
+fn checks_score_rules_switch_a_to_b_and_stop_at_threshold_reached() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"max_iterations": 4,
+               "criteria": {"rules": [
+                   {"id": "builds", "severity": "fail", "check": "true"},
+                   {"id": "documented", "severity": "warn", "check": "true"},
+                   {"id": "fast", "severity": "fail", "phase": "B",
+                    "check": "test -f fast || { echo 'too slow: 3 s' >&2; exit 1; }"}]},
+               "loop": [{"name": "work", "run": "test $LOOPCTL_ITERATION -lt 2 || touch fast"}]}),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ev = s.events();
+    let evals: Vec<(String, u64, f64, bool)> = named(&ev, "evaluation_done")
+        .iter()
+        .map(|e| {
+            (
+                e["phase"].as_str().unwrap().to_string(),
+                e["iteration"].as_u64().unwrap(),
+                e["payload"]["score"].as_f64().unwrap(),
+                e["payload"]["passed"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    // A passes on 1 (3/3) and switches; B judges the same work: 3/5 with `fast` failing.
+    assert_eq!(
+        evals,
+        [
+            ("A".into(), 1, 1.0, true),
+            ("B".into(), 1, 0.6, false),
+            ("B".into(), 2, 1.0, true)
+        ]
+    );
+    let b1 = &named(&ev, "evaluation_done")[1]["payload"];
+    assert_eq!(b1["failed"], json!(["fast"]));
+    assert_eq!(b1["threshold"], json!(0.9));
+    assert_eq!(b1["decision"]["action"], "retry");
+    assert_eq!(
+        b1["decision"]["feedback"],
+        "[fail] fast: check exited with code 1: too slow: 3 s"
+    );
+    let sw = named(&ev, "phase_switched");
+    assert_eq!(sw.len(), 1);
+    assert_eq!(
+        sw[0]["payload"],
+        json!({"from_phase": "A", "to_phase": "B"})
+    );
+    assert_eq!(stopped(&ev)["reason"], "threshold_reached");
+    let st = s.state();
+    assert_eq!(st["status"], "completed");
+    assert_eq!(st["stop"]["reason"], "threshold_reached");
+    assert_eq!(st["phase"], "B");
+    assert_eq!(st["last_score"], json!(1.0));
+    assert_eq!(st["score_history"].as_array().unwrap().len(), 3);
+    assert_eq!(st["criteria"]["rules"][2]["phase"], "B");
+    assert!(s.sentinel().starts_with("DONE\n"), "{}", s.sentinel());
+    assert!(s.sentinel().contains("STOP_REASON=threshold_reached"));
+}
+
+#[test]
+fn no_fail_rule_failing_stops_with_no_major_issues() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"criteria": {"rules": [
+                   {"id": "tests", "check": "true"},
+                   {"id": "style", "severity": "warn", "weight": 3, "check": "false"}]},
+               "loop": [{"name": "work", "run": "true"}]}),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ev = s.events();
+    assert_eq!(
+        named(&ev, "evaluation_done").len(),
+        1,
+        "score 0.4 < 0.8, no blocker"
+    );
+    assert_eq!(stopped(&ev)["reason"], "no_major_issues");
+    assert_eq!(s.state()["status"], "completed");
+}
+
+/// The seed's rule: a score that gains less than 0.02 twice with no blockers stops the run.
+#[test]
+fn a_score_that_never_improves_stops_with_stagnation_exit_3() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"max_iterations": 10,
+               "loop": [{"name": "attempt", "run": echo("<|score: 0.5|>"), "evaluate": true}]}),
+        &[],
+    );
+    assert_eq!(code, 3, "{err}");
+    let ev = s.events();
+    assert_eq!(
+        named(&ev, "evaluation_done").len(),
+        3,
+        "0.5 (progress), 0.5, 0.5"
+    );
+    let stop = stopped(&ev);
+    assert_eq!(stop["reason"], "stagnation");
+    let t = transitions(&ev);
+    assert_eq!(t.last().unwrap()["source"], "stagnation");
+    let st = s.state();
+    assert_eq!(
+        (st["status"].as_str(), st["stagnation_count"].as_u64()),
+        (Some("stopped"), Some(2))
+    );
+    assert!(s.sentinel().contains("STOP_REASON=stagnation"));
+}
+
+#[test]
+fn reflect_then_plan_again_hands_the_failure_to_the_next_plan() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"when": ["it passes and the goal is met: stop",
+                        "it fails: reflect on what broke, then plan again",
+                        "after 4 tries: stop and warn"],
+               "loop": [
+                   {"name": "plan", "prompt": "Plan. Last failure: {{.LastFailure}}",
+                    "agent": ["sh", "-c", "printf '%s\\n' \"$1\" >> trace", "sh", "{prompt}"]},
+                   {"name": "act", "run": "test $LOOPCTL_ITERATION -lt 2 || touch fixed"},
+                   {"name": "observe", "evaluate": true,
+                    "run": "test -f fixed || { echo 'fixed is missing' >&2; exit 1; }"},
+                   {"name": "reflect", "run": "echo reflect >> trace"}]}),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ev = s.events();
+    assert_eq!(
+        phases(&ev),
+        [
+            "plan@1",
+            "act@1",
+            "observe@1",
+            "reflect@1",
+            "plan@2",
+            "act@2",
+            "observe@2"
+        ]
+    );
+    let trace = std::fs::read_to_string(s.dir.join("trace")).unwrap();
+    assert!(
+        trace.starts_with("Plan. Last failure: \nreflect\n"),
+        "{trace}"
+    );
+    assert!(
+        trace.contains("Plan. Last failure: phase \"observe\" (iteration 1, attempt 1) exited with code 1: fixed is missing"),
+        "{trace}"
+    );
+    let t = transitions(&ev);
+    assert_eq!(
+        t[0]["rule"],
+        "it fails: reflect on what broke, then plan again"
+    );
+    assert_eq!(t[0]["goto"], json!(["reflect", "plan"]));
+    assert_eq!(t.last().unwrap()["condition"], "goal_met");
+    assert_eq!(stopped(&ev)["reason"], "goal_met");
+    assert_eq!(s.state()["status"], "completed");
+    assert_eq!(
+        named(&ev, "phase_retry").len(),
+        0,
+        "a failed check is not retried"
+    );
+}
+
+#[test]
+fn after_n_tries_outranks_it_fails_and_stop_and_warn_warns() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"when": ["it fails: act", "after 2 tries: stop and warn"],
+               "loop": [{"name": "act", "run": "true"},
+                        {"name": "observe", "run": "echo 'still red' >&2; exit 1"}]}),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("warning: stopped by \"after 2 tries: stop and warn\" after 2 observation(s)"),
+        "{err}"
+    );
+    let ev = s.events();
+    assert_eq!(phases(&ev), ["act@1", "observe@1", "act@2", "observe@2"]);
+    let stop = stopped(&ev);
+    assert_eq!(stop["reason"], "attempt_limit");
+    assert!(stop["warning"].as_str().unwrap().contains("still red"));
+    assert_eq!(s.state()["status"], "stopped");
+}
+
+#[test]
+fn blocked_asks_a_human_ends_blocked_5_with_an_escalation_report() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"when": ["blocked: ask a human", "it fails: act", "after 5 tries: stop"],
+               "loop": [{"name": "act", "run": "true"},
+                        {"name": "observe", "evaluate": true,
+                         "run": format!("test $LOOPCTL_ITERATION -lt 2 && exit 1; {}", echo("<|workflow: abort | Should userId be a string or a number?|>"))}]}),
+        &[],
+    );
+    assert_eq!(code, 5, "{err}");
+    let sentinel = s.sentinel();
+    assert!(sentinel.starts_with("BLOCKED\n"), "{sentinel}");
+    assert!(
+        sentinel.contains("REASON=Should userId be a string or a number?"),
+        "{sentinel}"
+    );
+    let ev = s.events();
+    let esc = named(&ev, "escalated");
+    assert_eq!(esc.len(), 1);
+    assert_eq!(esc[0]["payload"]["trigger"], "ask_a_human");
+    assert_eq!(esc[0]["payload"]["report"], "escalation.md");
+    let md = std::fs::read_to_string(s.run_dir().join("escalation.md")).unwrap();
+    assert!(
+        md.contains("**Question for a human:** Should userId be a string or a number?"),
+        "{md}"
+    );
+    assert!(md.contains("## Attempts"), "{md}");
+    let st = s.state();
+    assert_eq!(st["status"], "stopped");
+    assert_eq!(st["stop"]["reason"], "escalated");
+    assert_eq!(
+        st["stop"]["detail"],
+        "Should userId be a string or a number?"
+    );
+}
+
+#[test]
+fn failing_at_the_iteration_limit_escalates_with_the_repeated_pattern() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"max_iterations": 2,
+               "criteria": {"rules": [{"id": "tests", "check": "echo '1 test failing' >&2; exit 1"},
+                                      {"id": "lint", "check": "true"}]},
+               "loop": [{"name": "work", "run": "true"}]}),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ev = s.events();
+    assert_eq!(stopped(&ev)["reason"], "iteration_limit");
+    let esc = &named(&ev, "escalated")[0]["payload"];
+    assert_eq!(esc["trigger"], "iteration_limit");
+    assert_eq!(esc["pattern"], "tests failed in every one of 2 evaluations");
+    assert_eq!(esc["attempts_summary"].as_array().unwrap().len(), 2);
+    let last = &named(&ev, "evaluation_done")[1]["payload"];
+    assert_eq!(last["decision"]["action"], "escalate");
+    assert!(s.run_dir().join("escalation.md").exists());
+    assert_eq!(s.state()["status"], "stopped");
+}
+
+#[test]
+fn branches_route_on_the_result_string_and_goto_end_ends_cleanly() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"loop": [
+                   {"name": "classify", "run": format!("echo noise; {}; echo trailing", echo("<|result: 250|>")),
+                    "transition": {"branches": [
+                        {"operator": "<", "when": "100", "goto": "low"},
+                        {"operator": "in_range", "when": "200,299", "goto": "ok"},
+                        {"operator": "default", "when": "", "goto": "low"}]}},
+                   {"name": "low", "run": "true"},
+                   {"name": "ok", "run": "echo write_ok",
+                    "transition": {"branches": [{"operator": "ends_with", "when": "_ok", "goto": "end"}]}}]}),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ev = s.events();
+    assert_eq!(phases(&ev), ["classify@1", "ok@1"]);
+    let t = transitions(&ev);
+    assert_eq!(
+        (t[0]["result"].as_str(), t[0]["branch"].as_u64()),
+        (Some("250"), Some(1))
+    );
+    assert_eq!(stopped(&ev)["reason"], "goto_end");
+    assert_eq!(s.state()["status"], "completed");
+}
+
+#[test]
+fn on_failure_is_taken_before_branches_once_retries_are_spent() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"loop": [
+                   {"name": "deploy", "run": "test -f healed || exit 1",
+                    "transition": {"on_failure": "heal",
+                                   "branches": [{"operator": "default", "when": "", "goto": "end"}]}},
+                   {"name": "heal", "run": "touch healed"}]}),
+        &["--max-retries", "1", "--retry-base", "1ms"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ev = s.events();
+    assert_eq!(phases(&ev), ["deploy@1", "deploy@1", "heal@1", "deploy@2"]);
+    let t = transitions(&ev);
+    assert_eq!(t[0]["source"], "on_failure");
+    assert_eq!(t[1]["source"], "branch");
+    assert_eq!(stopped(&ev)["reason"], "goto_end");
+}
+
+#[test]
+fn a_back_edge_without_a_ceiling_is_rejected_before_anything_runs() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"when": ["it fails: reflect, then plan again"],
+               "loop": [{"name": "plan", "run": "touch ran"}, {"name": "observe", "run": "false"},
+                        {"name": "reflect", "run": "true"}]}),
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("back-edge with no ceiling"), "{err}");
+    assert!(!s.dir.join("ran").exists());
+    assert!(s.sentinel().starts_with("FAILED\n"));
+}
