@@ -597,4 +597,61 @@ mod tests {
         );
         assert_eq!(p.warnings.len(), 2);
     }
+
+    #[test]
+    fn decision_keys_parse_and_their_problems_are_located() {
+        let p = parse(
+            r#"{"max_iterations": 3,
+                "criteria": {"thresholds": {"B": 0.95}, "rules": [{"id": "t", "check": "true"}]},
+                "when": ["it fails: reflect, then plan again", "blocked: ask a human"],
+                "stagnation": {"limit": 3},
+                "escalation": {"feedback_max_length": 80},
+                "loop": [{"name": "plan", "run": "a"}, {"name": "observe", "run": "b", "evaluate": true},
+                         {"name": "reflect", "run": "c",
+                          "transition": {"branches": [{"operator": "default", "when": "", "goto": "plan"}]}}]}"#,
+            None,
+        )
+        .map_err(|e| format!("{e:?}"))
+        .unwrap();
+        let f = &p.file;
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+        assert_eq!(f.criteria.as_ref().map(|c| c.threshold_b), Some(0.95));
+        assert_eq!(f.when.len(), 2);
+        assert_eq!(f.feedback_max_length, 80);
+        assert!(f.decides());
+        assert!(!f.observes(0) && f.observes(1) && !f.observes(2));
+        assert_eq!(f.loop_index("reflect"), Some(2));
+        // Without an `evaluate` phase, the last loop phase is observed.
+        let q = parse(
+            r#"{"when": ["it passes: stop"], "loop": [{"name": "a", "run": "x"}, {"name": "b", "run": "y"}]}"#,
+            None,
+        )
+        .ok()
+        .unwrap();
+        assert!(!q.file.observes(0) && q.file.observes(1));
+        let plain = parse(r#"{"loop": [{"name": "a", "run": "x"}]}"#, None)
+            .ok()
+            .unwrap();
+        assert!(!plain.file.decides() && !plain.file.observes(0));
+
+        assert_eq!(
+            errs(
+                r#"{"when": ["it fails: debug", "sometimes: stop"], "max_iterations": 2,
+                     "criteria": {"rules": [{"id": "x", "severity": "bad"}]},
+                     "pre": [{"name": "p", "run": "x", "evaluate": true}],
+                     "loop": [{"name": "a", "run": "x", "transition": {"on_failure": "nowhere"}}]}"#
+            ),
+            [
+                "criteria.rules[0]: x: severity \"bad\" is not fail, warn or info",
+                "when[1]: unknown condition \"sometimes\" (use: it passes, it passes and the goal is met, it fails, blocked, after N tries)",
+                "pre[0] (\"p\"): evaluate and transition are for loop phases",
+                "loop[0] (\"a\").transition: on_failure \"nowhere\" is not a loop phase or \"end\"",
+                "when: \"it fails: debug\": action \"debug\" needs a loop phase named \"debug\"",
+            ]
+        );
+        assert_eq!(
+            errs(r#"{"loop": [{"name": "a", "run": "x", "transition": {"branches": [{"operator": "like", "goto": "end"}]}}]}"#).len(),
+            1
+        );
+    }
 }

@@ -328,3 +328,72 @@ fn a_back_edge_without_a_ceiling_is_rejected_before_anything_runs() {
     assert!(!s.dir.join("ran").exists());
     assert!(s.sentinel().starts_with("FAILED\n"));
 }
+
+#[test]
+fn a_phase_can_report_rule_verdicts_as_a_json_evaluation() {
+    let s = Sandbox::new();
+    let report = r#"{"score": 0.1, "rule_results": [{"id": "doc", "passed": PASS, "message": "no examples section"}]}"#;
+    let (code, err) = s.run(
+        json!({"criteria": {"rules": [{"id": "doc", "description": "has examples"}]},
+               "loop": [{"name": "review", "evaluate": true,
+                         "run": format!("if [ $LOOPCTL_ITERATION -lt 2 ]; then {}; else {}; fi",
+                                        echo(&report.replace("PASS", "false")), echo(&report.replace("PASS", "true")))}]}),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ev = s.events();
+    let evals = named(&ev, "evaluation_done");
+    assert_eq!(evals.len(), 3);
+    let first = &evals[0]["payload"];
+    assert_eq!(first["source"], "report");
+    assert_eq!(
+        first["score"],
+        json!(0.0),
+        "the verdicts score, not the reported number"
+    );
+    assert_eq!(first["failed"], json!(["doc"]));
+    assert_eq!(
+        first["decision"]["feedback"],
+        "[fail] doc: no examples section"
+    );
+    assert_eq!(stopped(&ev)["reason"], "threshold_reached");
+}
+
+/// A runner killed after a phase ended but before its decision decides again on resume,
+/// and the log ends the same as an uninterrupted run's.
+#[test]
+fn an_undecided_phase_is_decided_on_resume() {
+    let config = json!({"criteria": {"rules": [{"id": "t", "check": "true"}]},
+                        "loop": [{"name": "work", "run": "true"}]});
+    let whole = Sandbox::new();
+    assert_eq!(whole.run(config.clone(), &[]).0, 0);
+    let names = |ev: &[Value]| -> Vec<String> {
+        ev.iter()
+            .filter(|e| e["event"] != "run_started" && e["event"] != "run_resumed")
+            .map(|e| e["event"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let s = Sandbox::new();
+    assert_eq!(s.run(config, &[]).0, 0);
+    let log = s.run_dir().join("history.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let cut: String = text
+        .lines()
+        .take_while(|l| !l.contains("\"evaluation_done\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(cut.lines().last().unwrap().contains("\"decide\":true"));
+    std::fs::write(&log, cut).unwrap();
+    let out = s.cmd().args(["resume", "r1"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ev = s.events();
+    assert_eq!(names(&ev), names(&whole.events()));
+    assert_eq!(s.state()["stop"]["reason"], "threshold_reached");
+    let seqs: Vec<u64> = ev.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+}
