@@ -168,22 +168,33 @@ impl Runner {
                 t["route"] = json!(route);
             }
         }
-        // 3. The seed's stop conditions, and escalation at the iteration limit.
-        if !decided && let Some(e) = &eval {
-            let at_limit = pos.iteration >= self.cfg.max_iterations;
-            let c = Circumstances {
-                at_limit,
-                stagnating: self.stagnating(),
-                ..Circumstances::default()
+        // 3. The seed's stop conditions. A stagnation stop also outranks a `when` rule that
+        //    routes onward: the thrash guard always wins.
+        let stag = if observed { self.stagnation_stop() } else { None };
+        if t.get("end").is_none() {
+            let stop = match (&eval, decided) {
+                (Some(e), false) => match criteria::after_evaluation(
+                    e,
+                    Circumstances {
+                        at_limit: pos.iteration >= self.cfg.max_iterations,
+                        stagnating: stag.is_some(),
+                        ..Circumstances::default()
+                    },
+                ) {
+                    AfterEvaluation::Stop(r) => Some(r),
+                    _ => None,
+                },
+                _ => stag.as_ref().map(|_| criteria::StopReason::Stagnation),
             };
-            if let AfterEvaluation::Stop(r) = criteria::after_evaluation(e, c) {
+            if let Some(r) = stop {
                 end_with(&mut t, "criteria", r.as_str());
                 if r == criteria::StopReason::Stagnation {
                     t["source"] = json!("stagnation");
-                    t["end"]["detail"] = json!(format!(
-                        "score gained less than the minimum for {} evaluation(s) in a row",
-                        self.state.stagnation_count
-                    ));
+                    t["end"]["detail"] = json!(stag);
+                    if let Some(o) = t.as_object_mut() {
+                        o.remove("goto");
+                        o.remove("route");
+                    }
                 }
                 if r == criteria::StopReason::IterationLimit {
                     self.escalate("iteration_limit", pos, failure.as_deref(), None)?;
@@ -197,8 +208,8 @@ impl Runner {
         self.write_run_json()
     }
 
-    /// Whether the seed's stagnation rule says stop (count ≥ the loop's limit, default 2).
-    fn stagnating(&self) -> bool {
+    /// The evidence of a stagnation the loop stops on, if one triggered.
+    fn stagnation_stop(&self) -> Option<String> {
         let limit = self
             .cfg
             .stagnation
@@ -206,7 +217,12 @@ impl Runner {
             .and_then(|s| s.get("limit"))
             .and_then(Value::as_u64)
             .unwrap_or(2);
-        self.state.stagnation_count >= limit
+        (self.state.stagnation_count >= limit).then(|| {
+            format!(
+                "score gained less than the minimum for {} evaluation(s) in a row",
+                self.state.stagnation_count
+            )
+        })
     }
 
     /// Evaluates the phase's work at the current quality phase, switching to B and judging the
