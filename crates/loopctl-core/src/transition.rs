@@ -156,13 +156,18 @@ pub fn parse_when(line: &str) -> Result<WhenRule, String> {
     })
 }
 
-/// The rule that applies: the first by fixed precedence, then by the order written.
+/// The rule that applies: the first by fixed precedence; among `after N tries` lines that
+/// hold, the highest N (the later stage); then the first written.
 pub fn pick<'a>(rules: &'a [WhenRule], o: &Observed) -> Option<&'a WhenRule> {
+    let tries = |c: Condition| match c {
+        Condition::AfterTries(n) => std::cmp::Reverse(n),
+        _ => std::cmp::Reverse(0),
+    };
     rules
         .iter()
         .enumerate()
         .filter(|(_, r)| r.condition.holds(o))
-        .min_by_key(|(i, r)| (r.condition.rank(), *i))
+        .min_by_key(|(i, r)| (r.condition.rank(), tries(r.condition), *i))
         .map(|(_, r)| r)
 }
 
@@ -560,5 +565,51 @@ mod tests {
         assert_eq!(bad.validate(&[]).len(), 2);
         assert_eq!(result_string(Some(" go "), Some("last")), "go");
         assert_eq!(result_string(None, Some("last")), "last");
+    }
+
+    use proptest::prelude::*;
+
+    fn condition() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("it passes and the goal is met".to_string()),
+            Just("it passes".to_string()),
+            Just("it fails".to_string()),
+            Just("blocked".to_string()),
+            (1u64..6).prop_map(|n| format!("after {n} tries")),
+        ]
+    }
+
+    proptest! {
+        /// Whatever the order the lines are written in, the rule picked has the same condition,
+        /// and it holds.
+        #[test]
+        fn the_pick_does_not_depend_on_the_order_written(
+            conds in proptest::collection::vec(condition(), 1..6),
+            blocked: bool, passed: bool, goal: bool, tries in 1u64..8,
+            seed: u64,
+        ) {
+            let lines: Vec<String> = conds.iter().enumerate().map(|(i, c)| format!("{c}: p{i}")).collect();
+            let written = rules(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+            let mut shuffled = written.clone();
+            let mut rng = seed;
+            for i in (1..shuffled.len()).rev() {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                shuffled.swap(i, (rng >> 33) as usize % (i + 1));
+            }
+            let o = obs(blocked, passed, passed && goal, tries);
+            let a = pick(&written, &o).map(|r| r.condition);
+            let b = pick(&shuffled, &o).map(|r| r.condition);
+            prop_assert_eq!(a, b);
+            if let Some(c) = a {
+                prop_assert!(c.holds(&o));
+                // Nothing of higher precedence held.
+                prop_assert!(written.iter().all(|r| !r.condition.holds(&o) || r.condition.rank() >= c.rank()));
+            }
+        }
+
+        #[test]
+        fn any_line_parses_or_is_refused_without_panicking(line in "\\PC{0,60}") {
+            let _ = parse_when(&line);
+        }
     }
 }

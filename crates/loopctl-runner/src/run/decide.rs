@@ -170,7 +170,11 @@ impl Runner {
         }
         // 3. The seed's stop conditions. A stagnation stop also outranks a `when` rule that
         //    routes onward: the thrash guard always wins.
-        let stag = if observed { self.stagnation_stop() } else { None };
+        let stag = if observed {
+            self.stagnation_stop()
+        } else {
+            None
+        };
         if t.get("end").is_none() {
             let stop = match (&eval, decided) {
                 (Some(e), false) => match criteria::after_evaluation(
