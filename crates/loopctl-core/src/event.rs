@@ -66,6 +66,7 @@ kinds! {
     PhaseRetry => "phase_retry",
     PhaseError => "phase_error",
     Escalated => "escalated",
+    Transition => "transition",
     Usage => "usage",
     SessionEnded => "session_ended",
     Stopped => "stopped",

@@ -14,6 +14,7 @@ pub mod plan;
 pub mod replay;
 pub mod salvage;
 pub mod state;
+pub mod trace;
 pub mod ts;
 
 pub use event::{Dialect, Event, Facts, Kind, LineError, parse_line};
