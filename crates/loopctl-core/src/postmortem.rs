@@ -80,6 +80,8 @@ pub struct IterationRow {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PhaseRow {
+    /// Phase or step name; a derived aif-loop step outside quality phase A gets it appended,
+    /// as in `EVALUATE (B)`.
     pub name: String,
     pub kind: Option<String>,
     pub attempt: u64,
@@ -91,6 +93,7 @@ pub struct PhaseRow {
     pub detail: Option<String>,
 }
 
+/// Time per phase name, over the attempts whose duration is known.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PhaseTime {
     pub name: String,
@@ -264,7 +267,10 @@ fn phase_row(a: &Attempt) -> PhaseRow {
         notes.push(format!("verdict {v}"));
     }
     PhaseRow {
-        name: a.name.clone(),
+        name: match a.phase.as_deref() {
+            Some(p) if a.derived && p != "A" => format!("{} ({p})", a.name),
+            _ => a.name.clone(),
+        },
         kind: a.kind.clone(),
         attempt: a.attempt,
         started: a.started,
@@ -332,9 +338,11 @@ impl Report {
 
         let mut times: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
         for a in trace.phases() {
-            let t = times.entry(&a.name).or_default();
-            t.0 = t.0.saturating_add(a.duration_ms.unwrap_or(0));
-            t.1 += 1;
+            if let Some(d) = a.duration_ms {
+                let t = times.entry(&a.name).or_default();
+                t.0 = t.0.saturating_add(d);
+                t.1 += 1;
+            }
         }
         let all: u64 = times.values().map(|t| t.0).fold(0, u64::saturating_add);
         let mut time_per_phase: Vec<PhaseTime> = times
@@ -708,9 +716,15 @@ impl Report {
                 for e in &r.evaluations {
                     let _ = writeln!(
                         o,
-                        "| {it} | *evaluation* | | | {} | {} |",
+                        "| {it} | *evaluation ({})* | | | {} | score {}{} |",
+                        md(&e.phase),
                         pass_word(e.passed),
-                        md(&score_line(e))
+                        score(e.score),
+                        if e.failed.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; failed: {}", md(&e.failed.join(", ")))
+                        }
                     );
                 }
             }
@@ -1100,10 +1114,7 @@ mod tests {
             .iter()
             .map(|p| (p.name.as_str(), p.total_ms))
             .collect();
-        assert_eq!(
-            names,
-            vec![("EVALUATE", 180_000), ("STOP", 5_000), ("INIT", 0)]
-        );
+        assert_eq!(names, vec![("EVALUATE", 180_000), ("STOP", 5_000)]);
         assert_eq!(r.time_per_phase[0].share_pct, 97.3);
         assert_eq!(r.timeline.len(), 3);
         assert_eq!(r.to_json(), report(SHORT).to_json());
