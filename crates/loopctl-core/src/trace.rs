@@ -647,7 +647,7 @@ impl Trace {
                 st.ended = ev.ts.or(st.ended);
                 st.end_seq = ev.seq.or(st.end_seq);
                 st.duration_ms = match (st.duration_ms, delta) {
-                    (Some(a), Some(b)) => Some(a + b),
+                    (Some(a), Some(b)) => Some(a.saturating_add(b)),
                     (a, b) => a.or(b),
                 };
                 self.open_step.unwrap_or(0)
