@@ -13,9 +13,12 @@ pub mod lines;
 pub mod loopfile;
 pub mod markers;
 pub mod plan;
+pub mod postmortem;
 pub mod replay;
 pub mod salvage;
+pub mod stagnation;
 pub mod state;
+pub mod trace;
 pub mod transition;
 pub mod ts;
 

@@ -65,6 +65,8 @@ enum Command {
     Stop(cmd::stop::Args),
     Clean(cmd::clean::Args),
     Tail(cmd::tail::Args),
+    Stagnation(cmd::stagnation::Args),
+    Postmortem(cmd::postmortem::Args),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +89,8 @@ fn main() -> ExitCode {
         Command::Stop(a) => cmd::stop::run(&ctx, a),
         Command::Clean(a) => cmd::clean::run(&ctx, a),
         Command::Tail(a) => cmd::tail::run(&ctx, a),
+        Command::Stagnation(a) => cmd::stagnation::run(&ctx, a),
+        Command::Postmortem(a) => cmd::postmortem::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

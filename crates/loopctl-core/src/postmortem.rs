@@ -1,0 +1,1152 @@
+//! What happened to a run, in one report: why and when it stopped, the timeline, where the
+//! time went, the score trajectory, how far it was from success, retries and errors, and the
+//! stagnation verdict. Built from the replayed state, the run's `Trace` and a `Verdict`;
+//! rendered as terminal text, Markdown or JSON.
+//!
+//! Pure and deterministic: no clock (every duration comes from the log), no I/O.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::stagnation::Verdict;
+use crate::state::{RunState, Status, Tokens};
+use crate::trace::{Attempt, Escalation, Evaluation, Trace, Transition};
+use crate::ts::Ts;
+
+/// aif-loop's fallback thresholds when an evaluation states none.
+pub const DEFAULT_THRESHOLD_A: f64 = 0.8;
+pub const DEFAULT_THRESHOLD_B: f64 = 0.9;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub run_id: String,
+    pub task_alias: String,
+    pub stop: StopSummary,
+    pub iterations: Iterations,
+    pub timeline: Vec<IterationRow>,
+    pub time_per_phase: Vec<PhaseTime>,
+    pub scores: Scores,
+    /// Present when the run ended without success and its last evaluation did not pass.
+    pub distance_to_success: Option<Distance>,
+    pub retries: Retries,
+    pub errors: Errors,
+    pub escalations: Vec<Escalation>,
+    pub transitions: Vec<Transition>,
+    pub stagnation: Verdict,
+    /// Present when the log counted any token.
+    pub tokens: Option<Tokens>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StopSummary {
+    pub running: bool,
+    /// `running`, `completed`, `stopped` or `failed`.
+    pub status: String,
+    pub passed: bool,
+    /// Canonical stop reason; `None` while running.
+    pub reason: Option<String>,
+    pub detail: Option<String>,
+    pub exit_reason: Option<String>,
+    pub exit_label: Option<String>,
+    /// When the stopping event was written.
+    pub at: Option<Ts>,
+    /// The run's last error, when it failed.
+    pub error: Option<String>,
+    pub started_at: Option<Ts>,
+    pub last_event_at: Option<Ts>,
+    /// First to last event.
+    pub wall_ms: Option<u64>,
+    pub events: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Iterations {
+    pub reached: u64,
+    pub completed: u64,
+    pub max: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IterationRow {
+    /// `None` for phases and evaluations that name no iteration.
+    pub iteration: Option<u64>,
+    /// Sum of the phases' durations.
+    pub duration_ms: Option<u64>,
+    pub phases: Vec<PhaseRow>,
+    pub evaluations: Vec<ScorePoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseRow {
+    /// Phase or step name; a derived aif-loop step outside quality phase A gets it appended,
+    /// as in `EVALUATE (B)`.
+    pub name: String,
+    pub kind: Option<String>,
+    pub attempt: u64,
+    pub started: Option<Ts>,
+    pub duration_ms: Option<u64>,
+    /// `ok`, `failed` or `running`.
+    pub outcome: String,
+    /// The error of a failed attempt; else the marker and verdict, when any.
+    pub detail: Option<String>,
+}
+
+/// Time per phase name, over the attempts whose duration is known.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseTime {
+    pub name: String,
+    pub total_ms: u64,
+    pub count: u64,
+    /// Share of the time of all phases, in percent, one decimal.
+    pub share_pct: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScorePoint {
+    pub iteration: u64,
+    pub phase: String,
+    pub score: f64,
+    pub passed: Option<bool>,
+    pub seq: Option<u64>,
+    pub failed: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scores {
+    pub points: Vec<ScorePoint>,
+    /// One of `▁▂▃▄▅▆▇█` per score (0..1 scale when every score is in it, else min..max).
+    pub sparkline: String,
+    pub first: Option<f64>,
+    pub last: Option<f64>,
+    pub best: Option<f64>,
+}
+
+/// aif-loop's distance-to-success block (seed 004, post-loop).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Distance {
+    /// The quality phase of the last evaluation.
+    pub phase: String,
+    pub threshold: f64,
+    /// `evaluation` (stated by it) or `default` (A 0.8, B 0.9).
+    pub threshold_source: String,
+    pub score: f64,
+    /// `max(threshold - score, 0)`.
+    pub gap: f64,
+    /// Failed fail-severity rules in the last evaluation.
+    pub blocking: u64,
+    pub blocking_rules: Vec<String>,
+    pub rules_passed: Option<u64>,
+    pub rules_total: Option<u64>,
+    /// The run stopped at its iteration limit: aif-loop makes this block mandatory then.
+    pub iteration_limit: bool,
+    pub iteration: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Retries {
+    pub count: u64,
+    pub items: Vec<RetryRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetryRow {
+    pub phase: Option<String>,
+    pub iteration: Option<u64>,
+    pub attempt: Option<u64>,
+    pub next_attempt: Option<u64>,
+    pub delay_ms: Option<u64>,
+    pub exit_code: Option<i64>,
+    pub at: Option<Ts>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Errors {
+    pub count: u64,
+    pub items: Vec<ErrorRow>,
+    /// The last error of a phase (phase_error, failed attempt), or the run's last error.
+    pub last_phase_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ErrorRow {
+    pub phase: Option<String>,
+    pub iteration: Option<u64>,
+    pub source: String,
+    pub text: String,
+    pub at: Option<Ts>,
+    pub seq: Option<u64>,
+}
+
+/// Output format of `render`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Markdown,
+    Json,
+}
+
+/// `1.5s`, `2m 09s`, `1h 02m`, `3d 04h`; under a second, `350ms`.
+pub fn duration(ms: u64) -> String {
+    let (s, m, h, d) = (ms / 1000, ms / 60_000, ms / 3_600_000, ms / 86_400_000);
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        if ms.is_multiple_of(1000) {
+            format!("{s}s")
+        } else {
+            format!("{s}.{}s", ms % 1000 / 100)
+        }
+    } else if ms < 3_600_000 {
+        format!("{m}m {:02}s", s % 60)
+    } else if ms < 86_400_000 {
+        format!("{h}h {:02}m", m % 60)
+    } else {
+        format!("{d}d {:02}h", h % 24)
+    }
+}
+
+/// A score with at most three decimals and no trailing zeros.
+pub fn score(s: f64) -> String {
+    let t = format!("{s:.3}");
+    if t.contains('.') {
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        t
+    }
+}
+
+/// One bar per value.
+pub fn sparkline(values: &[f64]) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    let (mut lo, mut hi) = (0.0, 1.0);
+    if finite.iter().any(|v| !(0.0..=1.0).contains(v)) {
+        lo = finite.iter().copied().fold(f64::INFINITY, f64::min);
+        hi = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    }
+    values
+        .iter()
+        .map(|v| {
+            if !v.is_finite() {
+                return ' ';
+            }
+            if hi - lo <= f64::EPSILON {
+                return BARS[3];
+            }
+            let i = ((v - lo) / (hi - lo) * 7.0).round().clamp(0.0, 7.0) as usize;
+            BARS[i]
+        })
+        .collect()
+}
+
+fn point(e: &Evaluation) -> ScorePoint {
+    let mut failed = e.failed.clone().unwrap_or_default();
+    failed.sort();
+    failed.dedup();
+    ScorePoint {
+        iteration: e.iteration,
+        phase: e.phase.clone(),
+        score: e.score.unwrap_or(0.0),
+        passed: e.passed,
+        seq: e.seq,
+        failed,
+    }
+}
+
+fn phase_row(a: &Attempt) -> PhaseRow {
+    let mut notes = Vec::new();
+    if let Some(e) = a.error_text() {
+        notes.push(e);
+    }
+    if let Some(m) = &a.marker {
+        notes.push(format!("marker {m}"));
+    }
+    if let Some(v) = &a.verdict {
+        notes.push(format!("verdict {v}"));
+    }
+    PhaseRow {
+        name: match a.phase.as_deref() {
+            Some(p) if a.derived && p != "A" => format!("{} ({p})", a.name),
+            _ => a.name.clone(),
+        },
+        kind: a.kind.clone(),
+        attempt: a.attempt,
+        started: a.started,
+        duration_ms: a.duration_ms,
+        outcome: a.outcome().to_string(),
+        detail: (!notes.is_empty()).then(|| notes.join("; ")),
+    }
+}
+
+fn gap(a: Option<Ts>, b: Option<Ts>) -> Option<u64> {
+    u64::try_from(b?.0.checked_sub(a?.0)?).ok()
+}
+
+impl Report {
+    /// The report of one run: `state` is its replayed `RunState`, `trace` its events folded,
+    /// `verdict` what `stagnation::assess` says about it.
+    pub fn build(state: &RunState, trace: &Trace, verdict: &Verdict) -> Report {
+        let running = state.status == Status::Running;
+        let stop_rec = trace.stop.as_ref().filter(|_| !running);
+        let stop = StopSummary {
+            running,
+            status: state.status.as_str().to_string(),
+            passed: state.stop.passed,
+            reason: (!running && !state.stop.reason.is_empty()).then(|| state.stop.reason.clone()),
+            detail: state.stop.detail.clone().filter(|_| !running),
+            exit_reason: state.exit_reason.clone(),
+            exit_label: state.exit_label.clone(),
+            at: stop_rec.and_then(|s| s.ts),
+            error: state
+                .last_error
+                .clone()
+                .filter(|_| state.status == Status::Failed),
+            started_at: trace.first_ts.or(state.created_at),
+            last_event_at: trace.last_ts.or(state.updated_at),
+            wall_ms: gap(
+                trace.first_ts.or(state.created_at),
+                trace.last_ts.or(state.updated_at),
+            ),
+            events: state.events,
+        };
+
+        let mut rows: BTreeMap<Option<u64>, IterationRow> = BTreeMap::new();
+        let new_row = |it: Option<u64>| IterationRow {
+            iteration: it,
+            duration_ms: None,
+            phases: Vec::new(),
+            evaluations: Vec::new(),
+        };
+        for a in trace.phases() {
+            let r = rows
+                .entry(a.iteration)
+                .or_insert_with(|| new_row(a.iteration));
+            if let Some(d) = a.duration_ms {
+                r.duration_ms = Some(r.duration_ms.unwrap_or(0).saturating_add(d));
+            }
+            r.phases.push(phase_row(a));
+        }
+        for e in trace.scored() {
+            let it = Some(e.iteration);
+            rows.entry(it)
+                .or_insert_with(|| new_row(it))
+                .evaluations
+                .push(point(e));
+        }
+
+        let mut times: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for a in trace.phases() {
+            if let Some(d) = a.duration_ms {
+                let t = times.entry(&a.name).or_default();
+                t.0 = t.0.saturating_add(d);
+                t.1 += 1;
+            }
+        }
+        let all: u64 = times.values().map(|t| t.0).fold(0, u64::saturating_add);
+        let mut time_per_phase: Vec<PhaseTime> = times
+            .into_iter()
+            .map(|(name, (total, count))| PhaseTime {
+                name: name.to_string(),
+                total_ms: total,
+                count,
+                share_pct: if all == 0 {
+                    0.0
+                } else {
+                    (total as f64 * 1000.0 / all as f64).round() / 10.0
+                },
+            })
+            .collect();
+        time_per_phase.sort_by(|a, b| b.total_ms.cmp(&a.total_ms).then(a.name.cmp(&b.name)));
+
+        let points: Vec<ScorePoint> = trace.scored().map(point).collect();
+        let values: Vec<f64> = points.iter().map(|p| p.score).collect();
+        let scores = Scores {
+            sparkline: sparkline(&values),
+            first: values.first().copied(),
+            last: values.last().copied(),
+            best: values.iter().copied().reduce(f64::max),
+            points,
+        };
+
+        let distance = distance(state, trace);
+
+        let retries = Retries {
+            count: state.retries.max(trace.retries.len() as u64),
+            items: trace
+                .retries
+                .iter()
+                .map(|r| RetryRow {
+                    phase: r.phase.clone(),
+                    iteration: r.iteration,
+                    attempt: r.attempt,
+                    next_attempt: r.next_attempt,
+                    delay_ms: r.delay_ms,
+                    exit_code: r.exit_code,
+                    at: r.ts,
+                })
+                .collect(),
+        };
+        let items: Vec<ErrorRow> = trace
+            .errors
+            .iter()
+            .map(|e| ErrorRow {
+                phase: e.phase.clone(),
+                iteration: e.iteration,
+                source: e.source.clone(),
+                text: e.text.clone(),
+                at: e.ts,
+                seq: e.seq,
+            })
+            .collect();
+        let last_phase_error = trace
+            .errors
+            .iter()
+            .rev()
+            .find(|e| e.source == "phase_error" || e.source == "phase_finished")
+            .map(|e| e.text.clone())
+            .or_else(|| state.last_error.clone());
+        let errors = Errors {
+            count: items.len() as u64,
+            items,
+            last_phase_error,
+        };
+        let tokens = (state.tokens.input > 0 || state.tokens.output > 0).then_some(state.tokens);
+        Report {
+            run_id: state.run_id.clone(),
+            task_alias: state.task_alias.clone(),
+            stop,
+            iterations: Iterations {
+                reached: state.iteration,
+                completed: state.iterations_completed,
+                max: state.max_iterations,
+            },
+            timeline: rows.into_values().collect(),
+            time_per_phase,
+            scores,
+            distance_to_success: distance,
+            retries,
+            errors,
+            escalations: trace.escalations.clone(),
+            transitions: trace.transitions.clone(),
+            stagnation: verdict.clone(),
+            tokens,
+        }
+    }
+
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Text => self.to_text(),
+            Format::Markdown => self.to_markdown(),
+            Format::Json => self.to_json(),
+        }
+    }
+
+    /// Pretty JSON with a final newline; field names are the struct's.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_else(|_| "{}".into());
+        s.push('\n');
+        s
+    }
+
+    fn headline(&self) -> String {
+        let s = &self.stop;
+        if s.running {
+            return format!(
+                "still running (last event {})",
+                s.last_event_at.map_or("-".into(), |t| t.to_string())
+            );
+        }
+        let mut t = s.status.clone();
+        if let Some(r) = &s.reason {
+            let _ = write!(t, ": {r}");
+        }
+        if let Some(d) = &s.detail {
+            let _ = write!(t, " ({d})");
+        }
+        if let Some(at) = s.at {
+            let _ = write!(t, " at {at}");
+        }
+        t
+    }
+
+    fn iterations_text(&self) -> String {
+        let i = &self.iterations;
+        let mut t = match i.max {
+            Some(m) => format!("{} of {m}", i.reached),
+            None => i.reached.to_string(),
+        };
+        let _ = write!(t, ", {} completed", i.completed);
+        t
+    }
+
+    /// Terminal text (no colours: the CLI adds none, so the text is the same everywhere).
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "Postmortem of {} ({})", self.run_id, self.task_alias);
+        let _ = writeln!(o, "  outcome     {}", self.headline());
+        let _ = writeln!(o, "  iterations  {}", self.iterations_text());
+        if let Some(w) = self.stop.wall_ms {
+            let _ = writeln!(
+                o,
+                "  wall time   {} ({} events)",
+                duration(w),
+                self.stop.events
+            );
+        }
+        if let Some(e) = &self.stop.error {
+            let _ = writeln!(o, "  error       {}", clip(e, 200));
+        }
+
+        if !self.timeline.is_empty() {
+            let _ = writeln!(o, "\nTimeline");
+            let width = self
+                .timeline
+                .iter()
+                .flat_map(|r| r.phases.iter().map(|p| p.name.chars().count()))
+                .max()
+                .unwrap_or(5)
+                .clamp(5, 24);
+            for r in &self.timeline {
+                let _ = writeln!(
+                    o,
+                    "  iteration {}{}",
+                    r.iteration.map_or("-".into(), |i| i.to_string()),
+                    r.duration_ms
+                        .map_or(String::new(), |d| format!("  ({})", duration(d)))
+                );
+                for p in &r.phases {
+                    let line = format!(
+                        "    {:<width$}  #{:<2} {:>8}  {:<7}{}",
+                        clip(&p.name, width),
+                        p.attempt,
+                        p.duration_ms.map_or("-".into(), duration),
+                        p.outcome,
+                        p.detail
+                            .as_deref()
+                            .map_or(String::new(), |d| format!(" {}", clip(d, 100)))
+                    );
+                    let _ = writeln!(o, "{}", line.trim_end());
+                }
+                for e in &r.evaluations {
+                    let _ = writeln!(o, "    {:<width$}  {}", "score", score_line(e));
+                }
+            }
+        }
+
+        if !self.time_per_phase.is_empty() {
+            let _ = writeln!(o, "\nTime per phase");
+            let width = self
+                .time_per_phase
+                .iter()
+                .map(|p| p.name.chars().count())
+                .max()
+                .unwrap_or(5)
+                .clamp(5, 24);
+            for p in &self.time_per_phase {
+                let _ = writeln!(
+                    o,
+                    "  {:<width$}  {:>8}  {:>5.1}%  {}×",
+                    clip(&p.name, width),
+                    duration(p.total_ms),
+                    p.share_pct,
+                    p.count
+                );
+            }
+        }
+
+        let sc = &self.scores;
+        if !sc.points.is_empty() {
+            let _ = writeln!(o, "\nScores  {}", sc.sparkline);
+            let _ = writeln!(
+                o,
+                "  {}",
+                sc.points
+                    .iter()
+                    .map(|p| format!("{}/{} {}", p.iteration, p.phase, score(p.score)))
+                    .collect::<Vec<_>>()
+                    .join("  →  ")
+            );
+            if let Some(b) = sc.best {
+                let _ = writeln!(o, "  best {}", score(b));
+            }
+        }
+
+        if let Some(d) = &self.distance_to_success {
+            let _ = writeln!(o, "\nDistance to success");
+            for line in distance_lines(d) {
+                let _ = writeln!(o, "  {line}");
+            }
+        }
+
+        if self.retries.count > 0 || self.errors.count > 0 {
+            let _ = writeln!(o, "\nRetries and errors");
+            let _ = writeln!(
+                o,
+                "  {} retr{}, {} error(s)",
+                self.retries.count,
+                if self.retries.count == 1 { "y" } else { "ies" },
+                self.errors.count
+            );
+            for r in &self.retries.items {
+                let _ = writeln!(o, "  retry  {}", retry_text(r));
+            }
+            for e in &self.errors.items {
+                let _ = writeln!(o, "  error  {}", clip(&error_text(e), 160));
+            }
+            if let Some(l) = &self.errors.last_phase_error {
+                let _ = writeln!(o, "  last phase error: {}", clip(l, 200));
+            }
+        }
+
+        if !self.escalations.is_empty() || !self.transitions.is_empty() {
+            let _ = writeln!(o, "\nDecisions");
+            for t in &self.transitions {
+                let _ = writeln!(o, "  transition  {}", transition_text(t));
+            }
+            for e in &self.escalations {
+                let _ = writeln!(o, "  escalated   {}", clip(&escalation_text(e), 160));
+            }
+        }
+
+        let v = &self.stagnation;
+        let _ = writeln!(
+            o,
+            "\nStagnation: {}",
+            if v.stagnating {
+                "STAGNATING"
+            } else {
+                "healthy"
+            }
+        );
+        for f in &v.findings {
+            let mark = if f.triggered {
+                "[x]"
+            } else if f.applicable {
+                "[ ]"
+            } else {
+                "[-]"
+            };
+            let _ = writeln!(o, "  {mark} {:<16} {}", f.detector.name(), f.summary);
+            if f.triggered {
+                let ev = evidence(f);
+                if !ev.is_empty() {
+                    let _ = writeln!(o, "      {:<16} {ev}", "");
+                }
+            }
+        }
+
+        if let Some(t) = &self.tokens {
+            let _ = writeln!(o, "\nTokens: {} in, {} out", t.input, t.output);
+        }
+        o
+    }
+
+    /// Markdown to paste into an issue.
+    pub fn to_markdown(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "## Postmortem: `{}`\n", md(&self.run_id));
+        let _ = writeln!(o, "| | |\n|---|---|");
+        let _ = writeln!(o, "| Alias | `{}` |", md(&self.task_alias));
+        let _ = writeln!(o, "| Status | {} |", md(&self.stop.status));
+        if let Some(r) = &self.stop.reason {
+            let _ = writeln!(o, "| Stop reason | `{}` |", md(r));
+        }
+        if let Some(d) = &self.stop.detail {
+            let _ = writeln!(o, "| Detail | {} |", md(d));
+        }
+        match (self.stop.running, self.stop.at) {
+            (true, _) => {
+                let _ = writeln!(
+                    o,
+                    "| Stopped | still running (last event {}) |",
+                    self.stop
+                        .last_event_at
+                        .map_or("-".into(), |t| t.to_string())
+                );
+            }
+            (false, Some(at)) => {
+                let _ = writeln!(o, "| Stopped at | {at} |");
+            }
+            _ => {}
+        }
+        let _ = writeln!(o, "| Iterations | {} |", self.iterations_text());
+        if let Some(w) = self.stop.wall_ms {
+            let _ = writeln!(
+                o,
+                "| Wall time | {} ({} events) |",
+                duration(w),
+                self.stop.events
+            );
+        }
+        if let Some(e) = &self.stop.error {
+            let _ = writeln!(o, "| Error | {} |", md(e));
+        }
+        if let Some(t) = &self.tokens {
+            let _ = writeln!(o, "| Tokens | {} in, {} out |", t.input, t.output);
+        }
+
+        if let Some(d) = &self.distance_to_success {
+            let _ = writeln!(o, "\n### Distance to success\n");
+            for line in distance_lines(d) {
+                let _ = writeln!(o, "- {}", md(&line));
+            }
+        }
+
+        if !self.timeline.is_empty() {
+            let _ = writeln!(o, "\n### Timeline\n");
+            let _ = writeln!(
+                o,
+                "| Iteration | Phase | Attempt | Duration | Outcome | Notes |\n|---|---|---|---|---|---|"
+            );
+            for r in &self.timeline {
+                let it = r.iteration.map_or("-".into(), |i| i.to_string());
+                for p in &r.phases {
+                    let _ = writeln!(
+                        o,
+                        "| {it} | {} | {} | {} | {} | {} |",
+                        md(&p.name),
+                        p.attempt,
+                        p.duration_ms.map_or("-".into(), duration),
+                        p.outcome,
+                        md(&p.detail.clone().unwrap_or_default())
+                    );
+                }
+                for e in &r.evaluations {
+                    let _ = writeln!(
+                        o,
+                        "| {it} | *evaluation ({})* | | | {} | score {}{} |",
+                        md(&e.phase),
+                        pass_word(e.passed),
+                        score(e.score),
+                        if e.failed.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; failed: {}", md(&e.failed.join(", ")))
+                        }
+                    );
+                }
+            }
+        }
+
+        if !self.time_per_phase.is_empty() {
+            let _ = writeln!(o, "\n### Time per phase\n");
+            let _ = writeln!(o, "| Phase | Total | Share | Runs |\n|---|---:|---:|---:|");
+            for p in &self.time_per_phase {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {:.1}% | {} |",
+                    md(&p.name),
+                    duration(p.total_ms),
+                    p.share_pct,
+                    p.count
+                );
+            }
+        }
+
+        let sc = &self.scores;
+        if !sc.points.is_empty() {
+            let _ = writeln!(o, "\n### Score trajectory\n");
+            let _ = writeln!(
+                o,
+                "`{}` {} (best {})\n",
+                sc.sparkline,
+                sc.points
+                    .iter()
+                    .map(|p| score(p.score))
+                    .collect::<Vec<_>>()
+                    .join(" → "),
+                sc.best.map_or("-".into(), score)
+            );
+            let _ = writeln!(
+                o,
+                "| Iteration | Phase | Score | Passed | Failed rules |\n|---|---|---:|---|---|"
+            );
+            for p in &sc.points {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {} | {} | {} |",
+                    p.iteration,
+                    md(&p.phase),
+                    score(p.score),
+                    pass_word(p.passed),
+                    md(&p.failed.join(", "))
+                );
+            }
+        }
+
+        if self.retries.count > 0 || self.errors.count > 0 {
+            let _ = writeln!(o, "\n### Retries and errors\n");
+            let _ = writeln!(
+                o,
+                "{} retries, {} errors.\n",
+                self.retries.count, self.errors.count
+            );
+            for r in &self.retries.items {
+                let _ = writeln!(o, "- retry: {}", md(&retry_text(r)));
+            }
+            for e in &self.errors.items {
+                let _ = writeln!(o, "- error: {}", md(&error_text(e)));
+            }
+            if let Some(l) = &self.errors.last_phase_error {
+                let _ = writeln!(
+                    o,
+                    "\nLast phase error:\n\n```\n{}\n```",
+                    l.replace("```", "'''")
+                );
+            }
+        }
+
+        if !self.escalations.is_empty() || !self.transitions.is_empty() {
+            let _ = writeln!(o, "\n### Decisions\n");
+            for t in &self.transitions {
+                let _ = writeln!(o, "- transition: {}", md(&transition_text(t)));
+            }
+            for e in &self.escalations {
+                let _ = writeln!(o, "- escalated: {}", md(&escalation_text(e)));
+            }
+        }
+
+        let v = &self.stagnation;
+        let _ = writeln!(
+            o,
+            "\n### Stagnation\n\n**{}**\n",
+            if v.stagnating {
+                "Stagnating"
+            } else {
+                "Healthy"
+            }
+        );
+        let _ = writeln!(
+            o,
+            "| Detector | Result | Summary | Evidence |\n|---|---|---|---|"
+        );
+        for f in &v.findings {
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {} | {} |",
+                f.detector.name(),
+                if f.triggered {
+                    "**triggered**"
+                } else if f.applicable {
+                    "ok"
+                } else {
+                    "n/a"
+                },
+                md(&f.summary),
+                md(&evidence(f))
+            );
+        }
+        o
+    }
+}
+
+fn distance(state: &RunState, trace: &Trace) -> Option<Distance> {
+    if state.status == Status::Running || state.status == Status::Completed {
+        return None;
+    }
+    let e = trace.scored().last()?;
+    let sc = e.score?;
+    let (threshold, source) = match e.threshold {
+        Some(t) => (t, "evaluation"),
+        None if e.phase == "B" => (DEFAULT_THRESHOLD_B, "default"),
+        None => (DEFAULT_THRESHOLD_A, "default"),
+    };
+    if e.passed.unwrap_or(sc >= threshold) {
+        return None;
+    }
+    let mut rules = e.failed.clone().unwrap_or_default();
+    rules.sort();
+    rules.dedup();
+    Some(Distance {
+        phase: e.phase.clone(),
+        threshold,
+        threshold_source: source.into(),
+        score: sc,
+        gap: ((threshold - sc).max(0.0) * 1e6).round() / 1e6,
+        blocking: e.blocking(),
+        blocking_rules: rules,
+        rules_passed: e.passed_rules,
+        rules_total: e.active_rules,
+        iteration_limit: state.stop.reason == "iteration_limit",
+        iteration: e.iteration,
+    })
+}
+
+fn distance_lines(d: &Distance) -> Vec<String> {
+    let mut v = vec![
+        format!(
+            "phase {} threshold {} ({}), final score {} at iteration {}",
+            d.phase,
+            score(d.threshold),
+            if d.threshold_source == "default" {
+                "aif-loop default"
+            } else {
+                "from the evaluation"
+            },
+            score(d.score),
+            d.iteration
+        ),
+        format!("gap to threshold: {}", score(d.gap)),
+        if d.blocking_rules.is_empty() {
+            format!("blocking fail-severity rules: {}", d.blocking)
+        } else {
+            format!(
+                "blocking fail-severity rules: {} ({})",
+                d.blocking,
+                d.blocking_rules.join(", ")
+            )
+        },
+    ];
+    if let (Some(p), Some(t)) = (d.rules_passed, d.rules_total) {
+        v.push(format!("rules passed: {p}/{t}"));
+    }
+    if d.iteration_limit {
+        v.push("stopped at the iteration limit short of the threshold".into());
+    }
+    v
+}
+
+fn pass_word(p: Option<bool>) -> &'static str {
+    match p {
+        Some(true) => "pass",
+        Some(false) => "fail",
+        None => "-",
+    }
+}
+
+fn score_line(e: &ScorePoint) -> String {
+    let mut t = format!("{} ({}) {}", score(e.score), e.phase, pass_word(e.passed));
+    if !e.failed.is_empty() {
+        let _ = write!(t, "; failed: {}", e.failed.join(", "));
+    }
+    t
+}
+
+fn retry_text(r: &RetryRow) -> String {
+    let mut t = r.phase.clone().unwrap_or_else(|| "?".into());
+    if let Some(i) = r.iteration {
+        let _ = write!(t, " iteration {i}");
+    }
+    if let (Some(a), Some(n)) = (r.attempt, r.next_attempt) {
+        let _ = write!(t, " attempt {a} → {n}");
+    }
+    if let Some(c) = r.exit_code {
+        let _ = write!(t, ", exit code {c}");
+    }
+    if let Some(d) = r.delay_ms {
+        let _ = write!(t, ", after {}", duration(d));
+    }
+    t
+}
+
+fn error_text(e: &ErrorRow) -> String {
+    let mut t = String::new();
+    if let Some(p) = &e.phase {
+        let _ = write!(t, "{p} ");
+    }
+    if let Some(i) = e.iteration {
+        let _ = write!(t, "(iteration {i}) ");
+    }
+    let _ = write!(t, "[{}] {}", e.source, e.text);
+    t
+}
+
+fn transition_text(t: &Transition) -> String {
+    let mut s = format!(
+        "{} via {}",
+        t.from.as_deref().unwrap_or("?"),
+        t.source.as_deref().unwrap_or("?")
+    );
+    if let Some(r) = &t.rule {
+        let _ = write!(s, " rule {r}");
+    }
+    if let Some(c) = &t.condition {
+        let _ = write!(s, " ({c})");
+    }
+    if !t.goto.is_empty() {
+        let _ = write!(s, " → {}", t.goto.join(", "));
+    }
+    if let Some(r) = &t.end_reason {
+        let _ = write!(s, " → end: {r}");
+    }
+    if let Some(w) = &t.end_warning {
+        let _ = write!(s, " (warning: {w})");
+    }
+    s
+}
+
+fn escalation_text(e: &Escalation) -> String {
+    let mut s = e.question.clone().unwrap_or_else(|| "(no question)".into());
+    if let Some(p) = &e.pattern {
+        let _ = write!(s, "; pattern: {p}");
+    }
+    if let Some(n) = e.attempts {
+        let _ = write!(s, "; {n} attempt(s)");
+    }
+    s
+}
+
+/// The evidence of a finding on one line.
+pub fn evidence(f: &crate::stagnation::Finding) -> String {
+    let mut parts = Vec::new();
+    if !f.iterations.is_empty() {
+        parts.push(format!(
+            "iterations {}",
+            f.iterations
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !f.scores.is_empty() {
+        parts.push(format!(
+            "scores {}",
+            f.scores
+                .iter()
+                .map(|s| score(*s))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !f.rule_ids.is_empty() {
+        parts.push(format!("rules {}", f.rule_ids.join(", ")));
+    }
+    if !f.seqs.is_empty() {
+        parts.push(format!(
+            "seqs {}",
+            f.seqs
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    parts.join("; ")
+}
+
+/// At most `n` characters, with `…` when cut; newlines become spaces.
+fn clip(s: &str, n: usize) -> String {
+    let one: String = s
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    if one.chars().count() <= n {
+        return one;
+    }
+    let mut t: String = one.chars().take(n.saturating_sub(1)).collect();
+    t.push('…');
+    t
+}
+
+/// Safe inside a Markdown table cell.
+fn md(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stagnation::{Config, assess};
+    use crate::trace::traces_from_bytes;
+
+    fn report(log: &str) -> Report {
+        let out = crate::replay_bytes("t", log.as_bytes());
+        let traces = traces_from_bytes("t", log.as_bytes());
+        let (id, state) = out
+            .runs
+            .iter()
+            .next()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .unwrap_or_default();
+        let trace = traces.get(&id).cloned().unwrap_or_default();
+        let verdict = assess(&trace, &Config::default(), None);
+        Report::build(&state, &trace, &verdict)
+    }
+
+    const SHORT: &str = concat!(
+        r#"{"ts":"2026-01-01T00:00:00Z","run_id":"s-20260101-000000","iteration":0,"phase":"A","step":"INIT","event":"run_started","payload":{"max_iterations":2}}"#,
+        "\n",
+        r#"{"ts":"2026-01-01T00:01:00Z","run_id":"s-20260101-000000","iteration":1,"phase":"A","step":"EVALUATE","event":"evaluation_done","payload":{"score":0.5,"passed":false,"failed_rules":["R1","R2"],"warn_rules":[],"active_rule_count":5,"passed_rule_count":3}}"#,
+        "\n",
+        r#"{"ts":"2026-01-01T00:03:00Z","run_id":"s-20260101-000000","iteration":2,"phase":"A","step":"EVALUATE","event":"evaluation_done","payload":{"score":0.7,"passed":false,"failed_rules":["R2"],"warn_rules":[],"active_rule_count":5,"passed_rule_count":4}}"#,
+        "\n",
+        r#"{"ts":"2026-01-01T00:03:05Z","run_id":"s-20260101-000000","iteration":2,"phase":"A","step":"STOP","event":"stopped","payload":{"reason":"iteration_limit"}}"#,
+        "\n",
+    );
+
+    #[test]
+    fn distance_to_success_follows_the_seed() {
+        let r = report(SHORT);
+        let d = r
+            .distance_to_success
+            .clone()
+            .unwrap_or_else(|| panic!("no distance"));
+        assert_eq!((d.threshold, d.threshold_source.as_str()), (0.8, "default"));
+        assert_eq!((d.score, d.gap), (0.7, 0.1));
+        assert_eq!(
+            (d.blocking, d.blocking_rules.clone()),
+            (1, vec!["R2".to_string()])
+        );
+        assert_eq!((d.rules_passed, d.rules_total), (Some(4), Some(5)));
+        assert!(d.iteration_limit);
+        let md = r.to_markdown();
+        assert!(md.contains("### Distance to success"), "{md}");
+        assert!(md.contains("gap to threshold: 0.1"), "{md}");
+        assert!(md.contains("rules passed: 4/5"), "{md}");
+        let text = r.to_text();
+        assert!(
+            text.contains("stopped: iteration_limit at 2026-01-01T00:03:05.000Z"),
+            "{text}"
+        );
+        assert!(text.contains("Scores  ▅▆"), "{text}");
+    }
+
+    #[test]
+    fn timeline_time_and_json_are_deterministic() {
+        let r = report(SHORT);
+        let names: Vec<_> = r
+            .time_per_phase
+            .iter()
+            .map(|p| (p.name.as_str(), p.total_ms))
+            .collect();
+        assert_eq!(names, vec![("EVALUATE", 180_000), ("STOP", 5_000)]);
+        assert_eq!(r.time_per_phase[0].share_pct, 97.3);
+        assert_eq!(r.timeline.len(), 3);
+        assert_eq!(r.to_json(), report(SHORT).to_json());
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap_or_default();
+        assert_eq!(v["stop"]["reason"], "iteration_limit");
+        assert_eq!(v["scores"]["sparkline"], "▅▆");
+        assert_eq!(v["distance_to_success"]["blocking_rules"][0], "R2");
+    }
+
+    #[test]
+    fn a_running_run_says_so_and_has_no_distance() {
+        let r = report(
+            r#"{"ts":"2026-01-01T00:00:00Z","run_id":"x","event":"evaluation_done","payload":{"score":0.1}}"#,
+        );
+        assert!(r.stop.running);
+        assert!(r.distance_to_success.is_none());
+        assert!(r.to_text().contains("still running"));
+        assert!(r.to_markdown().contains("still running"));
+    }
+
+    #[test]
+    fn formatting_helpers() {
+        assert_eq!(duration(350), "350ms");
+        assert_eq!(duration(3900), "3.9s");
+        assert_eq!(duration(129_000), "2m 09s");
+        assert_eq!(duration(3_720_000), "1h 02m");
+        assert!(!duration(u64::MAX).is_empty());
+        assert_eq!(score(0.8200000001), "0.82");
+        assert_eq!(score(1.0), "1");
+        assert_eq!(sparkline(&[0.0, 0.5, 1.0]), "▁▅█");
+        assert_eq!(sparkline(&[3.0, 5.0]), "▁█");
+        assert_eq!(md("a|b\nc"), "a\\|b c");
+        assert_eq!(clip("abcdef", 4), "abc…");
+    }
+}

@@ -1,0 +1,922 @@
+//! `Trace`: one run's events folded into what postmortem and stagnation detection need —
+//! evaluations, phase attempts, retries, errors, escalations, transitions, switches, the stop.
+//!
+//! Pure: no I/O, no clock. Works on the three dialects as `parse_line` gives them:
+//! - native runner logs and Avenor logs (`avenor.phase.*` become `phase_started` /
+//!   `phase_finished`) give explicit phase attempts;
+//! - aif-loop logs have no phase events: each event's `step` is a step of the iteration, and a
+//!   step lasts from the previous event of the run to its own (consecutive events of one step
+//!   in one iteration and quality phase are one step; a `phase_error` ends the step as failed).
+//!
+//! `Trace::phases` gives the explicit attempts when the log has any, else the derived steps.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::event::{Event, Kind};
+use crate::lines::{LineText, Piece, Splitter, decode};
+use crate::state::Tokens;
+use crate::ts::Ts;
+
+/// One `evaluation_done`, whatever its payload shape.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Evaluation {
+    pub seq: Option<u64>,
+    pub ts: Option<Ts>,
+    /// The event's iteration, else the highest seen so far.
+    pub iteration: u64,
+    /// Quality phase (`A`, `B`): the event's, else the run's current one.
+    pub phase: String,
+    /// The step or observing phase's name.
+    pub step: Option<String>,
+    pub score: Option<f64>,
+    pub passed: Option<bool>,
+    pub threshold: Option<f64>,
+    /// Failed fail-severity rule ids, when the log names them (`failed` / `failed_rules`).
+    pub failed: Option<Vec<String>>,
+    /// `fail_count`, when given (the counts shape).
+    pub fail_count: Option<u64>,
+    /// Failed warn-severity rule ids, when named (`warnings` / `warn_rules`).
+    pub warnings: Option<Vec<String>>,
+    /// Rules active in this evaluation, when known (`active_rule_count`, the counts shape's
+    /// `fail_count + warn_count + pass_count`, or the length of `rule_results`).
+    pub active_rules: Option<u64>,
+    /// Rules that passed, when known (`passed_rule_count`, `pass_count`, `rule_results`).
+    pub passed_rules: Option<u64>,
+    /// The last score the log stated before this evaluation (an earlier evaluation's, or a stop's
+    /// final score); 0 at first. What aif-loop's stagnation delta is taken against.
+    pub previous_score: f64,
+    /// Native evaluations: `checks`, `marker` or `report`.
+    pub source: Option<String>,
+    /// Native evaluations: `proceed`, `retry` or `escalate`.
+    pub decision: Option<String>,
+    pub feedback: Option<String>,
+}
+
+impl Evaluation {
+    /// Number of blocking (fail-severity) rules: the named ids, or `fail_count`.
+    pub fn blocking(&self) -> u64 {
+        let named = self.failed.as_ref().map_or(0, |v| v.len() as u64);
+        named.max(self.fail_count.unwrap_or(0))
+    }
+
+    /// aif-loop's blocker test: a non-empty `failed` list or `fail_count > 0`.
+    pub fn has_blockers(&self) -> bool {
+        self.blocking() > 0
+    }
+}
+
+/// One run of a phase (native, Avenor) or one step of an aif-loop iteration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Attempt {
+    /// Phase name (runner, Avenor) or step (aif-loop: PLAN, EVALUATE, ...).
+    pub name: String,
+    /// `pre`, `loop` or `post` (runner, Avenor).
+    pub kind: Option<String>,
+    pub iteration: Option<u64>,
+    /// Quality phase, for derived aif-loop steps.
+    pub phase: Option<String>,
+    /// 1-based attempt number: the log's, else counted per phase name and iteration.
+    pub attempt: u64,
+    /// True for a step derived from aif-loop events (no phase_started/phase_finished).
+    pub derived: bool,
+    pub start_seq: Option<u64>,
+    pub end_seq: Option<u64>,
+    pub started: Option<Ts>,
+    pub ended: Option<Ts>,
+    pub duration_ms: Option<u64>,
+    pub exit_code: Option<i64>,
+    pub stop_reason: Option<String>,
+    pub error: Option<String>,
+    /// The winning marker, `directive` or `directive: label`.
+    pub marker: Option<String>,
+    /// `pass` / `fail`, when the runner judged the phase.
+    pub verdict: Option<String>,
+    pub commit_start: Option<String>,
+    pub commit_end: Option<String>,
+    pub worktree_start: Option<String>,
+    pub worktree_end: Option<String>,
+    /// The attempt has ended (a `phase_finished`, or for a derived step, its last event).
+    pub finished: bool,
+}
+
+impl Attempt {
+    /// Ended badly: an error, a stop reason other than `end_turn`, or a non-zero exit code.
+    pub fn failed(&self) -> bool {
+        self.finished
+            && (self.error.is_some()
+                || self.stop_reason.as_deref().is_some_and(|r| r != "end_turn")
+                || self.exit_code.is_some_and(|c| c != 0))
+    }
+
+    /// `running`, `failed` or `ok`.
+    pub fn outcome(&self) -> &'static str {
+        if !self.finished {
+            "running"
+        } else if self.failed() {
+            "failed"
+        } else {
+            "ok"
+        }
+    }
+
+    /// The error text of a failed attempt: its `error`, else what its stop says.
+    pub fn error_text(&self) -> Option<String> {
+        if !self.failed() {
+            return None;
+        }
+        self.error.clone().or_else(|| {
+            let mut parts = Vec::new();
+            if let Some(r) = &self.stop_reason {
+                parts.push(format!("stop reason {r}"));
+            }
+            if let Some(c) = self.exit_code {
+                parts.push(format!("exit code {c}"));
+            }
+            Some(parts.join(", "))
+        })
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Retry {
+    pub seq: Option<u64>,
+    pub ts: Option<Ts>,
+    pub iteration: Option<u64>,
+    pub phase: Option<String>,
+    pub attempt: Option<u64>,
+    pub next_attempt: Option<u64>,
+    pub delay_ms: Option<u64>,
+    pub exit_code: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ErrorRecord {
+    pub seq: Option<u64>,
+    pub ts: Option<Ts>,
+    pub iteration: Option<u64>,
+    /// Phase or step name.
+    pub phase: Option<String>,
+    /// The event it came from: `phase_error`, `phase_finished`, `failed` or `stopped`.
+    pub source: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Escalation {
+    pub seq: Option<u64>,
+    pub ts: Option<Ts>,
+    pub iteration: Option<u64>,
+    pub phase: Option<String>,
+    pub question: Option<String>,
+    pub pattern: Option<String>,
+    pub feedback: Option<String>,
+    /// Number of attempts summarised (`attempts_summary` as a list), when given.
+    pub attempts: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Transition {
+    pub seq: Option<u64>,
+    pub ts: Option<Ts>,
+    pub iteration: Option<u64>,
+    pub from: Option<String>,
+    /// `when`, `branch`, `on_failure`, `criteria`, `stagnation` or `none`.
+    pub source: Option<String>,
+    pub rule: Option<String>,
+    pub condition: Option<String>,
+    pub goto: Vec<String>,
+    pub end_reason: Option<String>,
+    pub end_warning: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Switch {
+    pub seq: Option<u64>,
+    pub ts: Option<Ts>,
+    pub iteration: Option<u64>,
+    pub from_phase: Option<String>,
+    pub to_phase: Option<String>,
+}
+
+/// The event that ended the run, as written (`RunState.stop` has the canonical reason).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StopRecord {
+    pub seq: Option<u64>,
+    pub ts: Option<Ts>,
+    /// `stopped`, `failed` or `session_ended`.
+    pub event: String,
+    /// `reason` as written (aif-loop, may carry free text), else `exit_reason`, else `stop_reason`.
+    pub reason: Option<String>,
+    pub exit_reason: Option<String>,
+    pub exit_label: Option<String>,
+    /// The envelope `status`.
+    pub status: Option<String>,
+    pub detail: Option<String>,
+    pub error: Option<String>,
+    pub score: Option<f64>,
+    pub iterations_completed: Option<u64>,
+}
+
+/// One run's events, folded. Build with `Trace::default()` and `apply` each event of the run in
+/// file order (or use `Traces` / `traces_from_bytes` for logs holding several runs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Trace {
+    pub run_id: Option<String>,
+    /// Events applied (duplicates by `seq` are not applied, as in replay).
+    pub events: u64,
+    pub duplicates: u64,
+    pub first_ts: Option<Ts>,
+    /// The latest `ts` seen.
+    pub last_ts: Option<Ts>,
+    pub last_seq: Option<u64>,
+    /// Highest iteration seen.
+    pub iteration: u64,
+    /// Current quality phase (starts at `A`; `phase_switched` moves it).
+    pub phase: String,
+    pub loop_started: bool,
+    pub evaluations: Vec<Evaluation>,
+    /// Explicit phase attempts (`phase_started` / `phase_finished`).
+    pub attempts: Vec<Attempt>,
+    /// Steps derived from events carrying a `step` (aif-loop's only timing).
+    pub steps: Vec<Attempt>,
+    pub retries: Vec<Retry>,
+    pub errors: Vec<ErrorRecord>,
+    pub escalations: Vec<Escalation>,
+    pub transitions: Vec<Transition>,
+    pub switches: Vec<Switch>,
+    /// The stop, if the run has ended (cleared by `run_started` / `run_resumed`).
+    pub stop: Option<StopRecord>,
+    pub tokens: Tokens,
+    /// The last score the log stated (evaluation or stop), as the reducer's `last_score`.
+    pub last_score: f64,
+    #[serde(skip)]
+    open_step: Option<usize>,
+    #[serde(skip)]
+    prev_ts: Option<Ts>,
+}
+
+fn s(v: &Value, k: &str) -> Option<String> {
+    match v.get(k)? {
+        Value::String(t) => Some(t.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn u(v: &Value, k: &str) -> Option<u64> {
+    v.get(k).and_then(Value::as_u64)
+}
+
+fn i(v: &Value, k: &str) -> Option<i64> {
+    v.get(k).and_then(Value::as_i64)
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    match v {
+        Some(Value::String(t)) => vec![t.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|x| x.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn gap(from: Option<Ts>, to: Option<Ts>) -> Option<u64> {
+    let (a, b) = (from?, to?);
+    u64::try_from(b.0.checked_sub(a.0)?).ok()
+}
+
+fn marker_text(v: &Value) -> Option<String> {
+    let m = v.get("marker")?;
+    let d = m.get("directive").and_then(Value::as_str)?;
+    Some(match m.get("label").and_then(Value::as_str) {
+        Some(l) if !l.is_empty() => format!("{d}: {l}"),
+        _ => d.to_string(),
+    })
+}
+
+impl Trace {
+    pub fn new() -> Trace {
+        Trace::default()
+    }
+
+    /// The run's phase timeline: explicit attempts when the log has any, else derived steps.
+    pub fn phases(&self) -> &[Attempt] {
+        if self.attempts.is_empty() {
+            &self.steps
+        } else {
+            &self.attempts
+        }
+    }
+
+    /// Evaluations that carry a score.
+    pub fn scored(&self) -> impl Iterator<Item = &Evaluation> {
+        self.evaluations.iter().filter(|e| e.score.is_some())
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.stop.is_none()
+    }
+
+    /// Folds one event of this run.
+    pub fn apply(&mut self, ev: &Event<'_>) {
+        if let (Some(seq), Some(last)) = (ev.seq, self.last_seq) {
+            // Replay does not apply an event that repeats the previous seq; neither does this.
+            if seq == last {
+                self.duplicates += 1;
+                return;
+            }
+        }
+        if let Some(seq) = ev.seq {
+            self.last_seq = Some(self.last_seq.map_or(seq, |l| l.max(seq)));
+        }
+        self.events += 1;
+        if self.run_id.is_none() {
+            self.run_id = ev.run_id.as_deref().map(str::to_string);
+        }
+        if let Some(ts) = ev.ts {
+            self.first_ts.get_or_insert(ts);
+            self.last_ts = Some(self.last_ts.map_or(ts, |l| l.max(ts)));
+        }
+        if let Some(it) = ev.iteration {
+            self.iteration = self.iteration.max(it);
+        }
+        if self.phase.is_empty() {
+            self.phase = "A".into();
+        }
+        if let Some(p) = ev.phase.as_deref()
+            && ev.kind != Kind::PhaseSwitched
+        {
+            self.phase = p.to_string();
+        }
+        let f = &ev.facts;
+        self.tokens.input += f.tokens_in.unwrap_or(0);
+        self.tokens.output += f.tokens_out.unwrap_or(0);
+
+        let p = ev.payload_value();
+        let step = ev.step.as_deref().map(str::to_string);
+        let errors_before = self.errors.len();
+        match ev.kind {
+            Kind::RunStarted | Kind::RunResumed => {
+                self.loop_started |= ev.kind == Kind::RunStarted;
+                self.stop = None;
+            }
+            Kind::EvaluationDone => self.evaluation(ev, &p),
+            Kind::PhaseSwitched => {
+                let to = s(&p, "to_phase");
+                if let Some(t) = &to {
+                    self.phase = t.clone();
+                }
+                self.switches.push(Switch {
+                    seq: ev.seq,
+                    ts: ev.ts,
+                    iteration: ev.iteration,
+                    from_phase: s(&p, "from_phase"),
+                    to_phase: to,
+                });
+            }
+            Kind::PhaseStarted => self.phase_started(ev, &p),
+            Kind::PhaseFinished => self.phase_finished(ev, &p),
+            Kind::PhaseRetry => self.retries.push(Retry {
+                seq: ev.seq,
+                ts: ev.ts,
+                iteration: ev.iteration,
+                phase: step.clone(),
+                attempt: u(&p, "attempt"),
+                next_attempt: u(&p, "next_attempt"),
+                delay_ms: u(&p, "delay_ms").or_else(|| u(&p, "backoff_ms")),
+                exit_code: i(&p, "exit_code"),
+            }),
+            Kind::PhaseError => {
+                let text = ["error", "message", "reason"]
+                    .iter()
+                    .find_map(|k| s(&p, k))
+                    .unwrap_or_else(|| ev.payload.as_deref().unwrap_or("").to_string());
+                self.error(ev, "phase_error", text);
+            }
+            Kind::Escalated => self.escalations.push(Escalation {
+                seq: ev.seq,
+                ts: ev.ts,
+                iteration: ev.iteration,
+                phase: step.clone(),
+                question: s(&p, "question"),
+                pattern: s(&p, "pattern"),
+                feedback: s(&p, "feedback"),
+                attempts: p
+                    .get("attempts_summary")
+                    .and_then(Value::as_array)
+                    .map(|a| a.len() as u64),
+            }),
+            Kind::Transition => {
+                let end = p.get("end");
+                self.transitions.push(Transition {
+                    seq: ev.seq,
+                    ts: ev.ts,
+                    iteration: ev.iteration,
+                    from: s(&p, "from").or_else(|| step.clone()),
+                    source: s(&p, "source"),
+                    rule: s(&p, "rule"),
+                    condition: s(&p, "condition"),
+                    goto: strings(p.get("goto")),
+                    end_reason: end.and_then(|e| s(e, "reason")).or_else(|| match end {
+                        Some(Value::String(t)) => Some(t.clone()),
+                        _ => None,
+                    }),
+                    end_warning: end.and_then(|e| s(e, "warning")),
+                });
+            }
+            Kind::Stopped | Kind::Failed => {
+                let rec = StopRecord {
+                    seq: ev.seq,
+                    ts: ev.ts,
+                    event: ev.name.to_string(),
+                    reason: f
+                        .reason
+                        .clone()
+                        .or_else(|| s(&p, "exit_reason"))
+                        .or_else(|| s(&p, "stop_reason")),
+                    exit_reason: s(&p, "exit_reason"),
+                    exit_label: s(&p, "exit_label"),
+                    status: ev.status.as_deref().map(str::to_string),
+                    detail: s(&p, "detail"),
+                    error: s(&p, "error"),
+                    score: f
+                        .score
+                        .or_else(|| p.get("final_score").and_then(Value::as_f64)),
+                    iterations_completed: ["iterations_completed", "iterations_used", "iterations"]
+                        .iter()
+                        .find_map(|k| u(&p, k)),
+                };
+                if let Some(sc) = rec.score {
+                    self.last_score = sc;
+                }
+                if let Some(e) = &rec.error {
+                    self.error(ev, ev.name.as_ref(), e.clone());
+                }
+                self.stop = Some(rec);
+            }
+            Kind::SessionEnded if !self.loop_started => {
+                let reason = s(&p, "stop_reason").unwrap_or_else(|| "end_turn".into());
+                self.stop = Some(StopRecord {
+                    seq: ev.seq,
+                    ts: ev.ts,
+                    event: ev.name.to_string(),
+                    reason: Some(reason),
+                    status: ev.status.as_deref().map(str::to_string),
+                    ..StopRecord::default()
+                });
+            }
+            _ => {}
+        }
+        if !matches!(
+            ev.kind,
+            Kind::PhaseStarted | Kind::PhaseFinished | Kind::PhaseRetry
+        ) && let Some(name) = step
+        {
+            let error = self.errors.get(errors_before).map(|e| e.text.clone());
+            self.step(ev, name, error);
+        }
+        if ev.ts.is_some() {
+            self.prev_ts = ev.ts;
+        }
+    }
+
+    fn error(&mut self, ev: &Event<'_>, source: &str, text: String) {
+        self.errors.push(ErrorRecord {
+            seq: ev.seq,
+            ts: ev.ts,
+            iteration: ev.iteration,
+            phase: ev.step.as_deref().map(str::to_string),
+            source: source.to_string(),
+            text,
+        });
+    }
+
+    fn evaluation(&mut self, ev: &Event<'_>, p: &Value) {
+        let f = &ev.facts;
+        let pass_count = u(p, "pass_count");
+        let warn_count = u(p, "warn_count");
+        let results = p.get("rule_results").and_then(Value::as_array);
+        let active = u(p, "active_rule_count")
+            .or_else(|| {
+                (pass_count.is_some() || warn_count.is_some()).then(|| {
+                    f.fail_count.unwrap_or(0) + warn_count.unwrap_or(0) + pass_count.unwrap_or(0)
+                })
+            })
+            .or_else(|| results.map(|r| r.len() as u64));
+        let passed_rules = u(p, "passed_rule_count").or(pass_count).or_else(|| {
+            results.map(|r| {
+                r.iter()
+                    .filter(|x| x.get("passed").and_then(Value::as_bool) == Some(true))
+                    .count() as u64
+            })
+        });
+        let decision = p.get("decision");
+        let e = Evaluation {
+            seq: ev.seq,
+            ts: ev.ts,
+            iteration: ev.iteration.unwrap_or(self.iteration),
+            phase: ev.phase.as_deref().unwrap_or(&self.phase).to_string(),
+            step: ev.step.as_deref().map(str::to_string),
+            score: f.score,
+            passed: f.passed,
+            threshold: f.threshold,
+            failed: f.failed.clone(),
+            fail_count: f.fail_count,
+            warnings: f.warnings.clone(),
+            active_rules: active,
+            passed_rules,
+            previous_score: self.last_score,
+            source: s(p, "source"),
+            decision: decision.and_then(|d| s(d, "action")),
+            feedback: decision.and_then(|d| s(d, "feedback")),
+        };
+        if let Some(sc) = f.score {
+            self.last_score = sc;
+        }
+        self.evaluations.push(e);
+    }
+
+    fn phase_name(ev: &Event<'_>, p: &Value) -> String {
+        ev.step
+            .as_deref()
+            .map(str::to_string)
+            .or_else(|| s(p, "phase"))
+            .or_else(|| s(p, "name"))
+            .unwrap_or_else(|| "?".into())
+    }
+
+    fn phase_started(&mut self, ev: &Event<'_>, p: &Value) {
+        let name = Self::phase_name(ev, p);
+        let attempt = u(p, "attempt").unwrap_or_else(|| {
+            1 + self
+                .attempts
+                .iter()
+                .filter(|a| a.name == name && a.iteration == ev.iteration)
+                .count() as u64
+        });
+        self.attempts.push(Attempt {
+            name,
+            kind: s(p, "kind"),
+            iteration: ev.iteration,
+            attempt,
+            start_seq: ev.seq,
+            started: ev.ts,
+            commit_start: s(p, "commit"),
+            worktree_start: s(p, "worktree"),
+            ..Attempt::default()
+        });
+    }
+
+    fn phase_finished(&mut self, ev: &Event<'_>, p: &Value) {
+        let name = Self::phase_name(ev, p);
+        let open = self.attempts.iter().rposition(|a| {
+            !a.finished
+                && a.name == name
+                && (a.iteration.is_none() || ev.iteration.is_none() || a.iteration == ev.iteration)
+        });
+        let idx = match open {
+            Some(i) => i,
+            None => {
+                let attempt = u(p, "attempt").unwrap_or_else(|| {
+                    1 + self
+                        .attempts
+                        .iter()
+                        .filter(|a| a.name == name && a.iteration == ev.iteration)
+                        .count() as u64
+                });
+                self.attempts.push(Attempt {
+                    name,
+                    kind: s(p, "kind"),
+                    iteration: ev.iteration,
+                    attempt,
+                    ..Attempt::default()
+                });
+                self.attempts.len() - 1
+            }
+        };
+        let a = &mut self.attempts[idx];
+        a.finished = true;
+        a.end_seq = ev.seq;
+        a.ended = ev.ts;
+        a.duration_ms = u(p, "duration_ms").or_else(|| gap(a.started, a.ended));
+        if a.started.is_none()
+            && let (Some(end), Some(d)) = (a.ended, a.duration_ms)
+        {
+            a.started = i64::try_from(d).ok().map(|d| Ts(end.0.saturating_sub(d)));
+        }
+        a.exit_code = i(p, "exit_code");
+        a.stop_reason = s(p, "stop_reason");
+        a.error = s(p, "error");
+        a.verdict = s(p, "verdict");
+        a.marker = marker_text(p);
+        a.commit_end = s(p, "commit");
+        a.worktree_end = s(p, "worktree");
+        if a.kind.is_none() {
+            a.kind = s(p, "kind");
+        }
+        if let Some(text) = a.error_text() {
+            let rec = ErrorRecord {
+                seq: ev.seq,
+                ts: ev.ts,
+                iteration: ev.iteration,
+                phase: Some(a.name.clone()),
+                source: "phase_finished".into(),
+                text,
+            };
+            self.errors.push(rec);
+        }
+    }
+
+    /// A derived step: consecutive events of one step (same iteration and quality phase) are one
+    /// step; it lasts from the event before its first to its last.
+    fn step(&mut self, ev: &Event<'_>, name: String, error: Option<String>) {
+        let iteration = Some(ev.iteration.unwrap_or(self.iteration));
+        let phase = Some(self.phase.clone());
+        let delta = gap(self.prev_ts, ev.ts);
+        let same = self
+            .open_step
+            .and_then(|i| self.steps.get_mut(i))
+            .filter(|st| st.name == name && st.iteration == iteration && st.phase == phase);
+        let idx = match same {
+            Some(st) => {
+                st.ended = ev.ts.or(st.ended);
+                st.end_seq = ev.seq.or(st.end_seq);
+                st.duration_ms = match (st.duration_ms, delta) {
+                    (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                    (a, b) => a.or(b),
+                };
+                self.open_step.unwrap_or(0)
+            }
+            None => {
+                let attempt = 1 + self
+                    .steps
+                    .iter()
+                    .filter(|st| st.name == name && st.iteration == iteration && st.phase == phase)
+                    .count() as u64;
+                self.steps.push(Attempt {
+                    name,
+                    iteration,
+                    phase,
+                    attempt,
+                    derived: true,
+                    start_seq: ev.seq,
+                    end_seq: ev.seq,
+                    started: self.prev_ts.or(ev.ts),
+                    ended: ev.ts,
+                    duration_ms: delta,
+                    finished: true,
+                    ..Attempt::default()
+                });
+                self.steps.len() - 1
+            }
+        };
+        self.open_step = Some(idx);
+        if matches!(ev.kind, Kind::PhaseError | Kind::Failed) {
+            let text = error
+                .or_else(|| ev.facts.reason.clone())
+                .unwrap_or_else(|| ev.name.to_string());
+            if let Some(st) = self.steps.get_mut(idx) {
+                st.error = Some(text);
+            }
+            // An error ends the step: the next event of the same step is a new attempt.
+            self.open_step = None;
+        }
+    }
+}
+
+/// Traces of every run in a log: events are routed by `run_id` (else `session_id`), and events
+/// naming no run go to `default_run`, as in replay.
+#[derive(Debug, Clone, Default)]
+pub struct Traces {
+    default_run: String,
+    pub runs: BTreeMap<String, Trace>,
+}
+
+impl Traces {
+    pub fn new(default_run: &str) -> Traces {
+        Traces {
+            default_run: default_run.to_string(),
+            runs: BTreeMap::new(),
+        }
+    }
+
+    pub fn apply(&mut self, ev: &Event<'_>) {
+        let key = ev.run_id.as_deref().unwrap_or(&self.default_run);
+        let t = match self.runs.get_mut(key) {
+            Some(t) => t,
+            None => self.runs.entry(key.to_string()).or_default(),
+        };
+        if t.run_id.is_none() {
+            t.run_id = Some(key.to_string());
+        }
+        t.apply(ev);
+    }
+
+    pub fn into_runs(self) -> BTreeMap<String, Trace> {
+        self.runs
+    }
+}
+
+/// Every run's trace from an in-memory log (damaged lines are skipped: `replay_bytes` reports
+/// them).
+pub fn traces_from_bytes(default_run: &str, bytes: &[u8]) -> BTreeMap<String, Trace> {
+    let mut t = Traces::new(default_run);
+    let mut sp = Splitter::new(crate::lines::DEFAULT_MAX_LINE);
+    let mut take = |p: Piece<'_>| {
+        if let Piece::Line(pos, raw) | Piece::Unterminated(pos, raw) = p
+            && let LineText::Text(text) = decode(pos, raw)
+            && let Ok(ev) = crate::event::parse_line(text)
+        {
+            t.apply(&ev);
+        }
+    };
+    sp.push(bytes, &mut take);
+    sp.finish(&mut take);
+    t.into_runs()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(log: &str) -> Trace {
+        let runs = traces_from_bytes("t", log.as_bytes());
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        runs.into_values().next().unwrap_or_default()
+    }
+
+    #[test]
+    fn aif_loop_steps_take_the_gap_to_the_previous_event() {
+        let t = one(concat!(
+            r#"{"ts":"2026-01-01T00:00:00Z","run_id":"r","iteration":0,"phase":"A","step":"INIT","event":"run_started","payload":{"max_iterations":4}}"#,
+            "\n",
+            r#"{"ts":"2026-01-01T00:00:30Z","run_id":"r","iteration":1,"phase":"A","step":"PLAN","event":"plan_created"}"#,
+            "\n",
+            r#"{"ts":"2026-01-01T00:01:30Z","run_id":"r","iteration":1,"phase":"A","step":"EVALUATE","event":"evaluation_done","payload":{"score":0.444,"threshold":0.8,"passed":false,"fail_count":2,"warn_count":2,"pass_count":3}}"#,
+            "\n",
+            r#"{"ts":"2026-01-01T00:02:00Z","run_id":"r","iteration":1,"phase":"A","step":"REFINE","event":"refinement_done"}"#,
+            "\n",
+            r#"{"ts":"2026-01-01T00:02:05Z","run_id":"r","iteration":1,"phase":"A","step":"REFINE","event":"iteration_advanced","payload":{"new_iteration":2}}"#,
+            "\n",
+            r#"{"ts":"2026-01-01T00:02:10Z","run_id":"r","iteration":2,"phase":"A","step":"EVALUATE","event":"phase_error","payload":{"error":"no score"}}"#,
+            "\n",
+            r#"{"ts":"2026-01-01T00:02:20Z","run_id":"r","iteration":2,"phase":"A","step":"EVALUATE","event":"evaluation_done","payload":{"score":0.9,"passed":true,"failed_rules":[],"warn_rules":["W"],"active_rule_count":7,"passed_rule_count":6}}"#,
+            "\n",
+        ));
+        let steps: Vec<_> = t
+            .phases()
+            .iter()
+            .map(|a| {
+                (
+                    a.name.as_str(),
+                    a.iteration,
+                    a.attempt,
+                    a.duration_ms,
+                    a.outcome(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            steps,
+            vec![
+                ("INIT", Some(0), 1, None, "ok"),
+                ("PLAN", Some(1), 1, Some(30_000), "ok"),
+                ("EVALUATE", Some(1), 1, Some(60_000), "ok"),
+                ("REFINE", Some(1), 1, Some(35_000), "ok"),
+                ("EVALUATE", Some(2), 1, Some(5_000), "failed"),
+                ("EVALUATE", Some(2), 2, Some(10_000), "ok"),
+            ]
+        );
+        assert_eq!(t.errors.len(), 1);
+        assert_eq!(t.errors[0].text, "no score");
+        let e = &t.evaluations[0];
+        assert_eq!(
+            (e.active_rules, e.passed_rules, e.blocking()),
+            (Some(7), Some(3), 2)
+        );
+        let e = &t.evaluations[1];
+        assert_eq!(
+            (e.active_rules, e.passed_rules, e.blocking()),
+            (Some(7), Some(6), 0)
+        );
+        assert_eq!(e.previous_score, 0.444);
+        assert!(t.is_running());
+    }
+
+    #[test]
+    fn native_attempts_carry_git_state_verdicts_and_errors() {
+        let t = one(concat!(
+            r#"{"v":1,"seq":1,"ts":"2026-01-01T00:00:00.000Z","run_id":"n","event":"run_started","payload":{}}"#,
+            "\n",
+            r#"{"v":1,"seq":2,"ts":"2026-01-01T00:00:01.000Z","run_id":"n","event":"phase_started","iteration":1,"step":"fix","payload":{"kind":"loop","index":0,"attempt":1,"session_id":"s","commit":"c1","worktree":"w1"}}"#,
+            "\n",
+            r#"{"v":1,"seq":3,"ts":"2026-01-01T00:00:05.000Z","run_id":"n","event":"phase_finished","iteration":1,"step":"fix","payload":{"kind":"loop","index":0,"attempt":1,"exit_code":1,"stop_reason":"error","duration_ms":3900,"error":"phase \"fix\" exited with code 1: boom","commit":"c1","worktree":"w1"}}"#,
+            "\n",
+            r#"{"v":1,"seq":4,"ts":"2026-01-01T00:00:06.000Z","run_id":"n","event":"phase_retry","iteration":1,"step":"fix","payload":{"attempt":1,"next_attempt":2,"retry":1,"delay_ms":1000,"exit_code":1}}"#,
+            "\n",
+            r#"{"v":1,"seq":5,"ts":"2026-01-01T00:00:07.000Z","run_id":"n","event":"phase_started","iteration":1,"step":"fix","payload":{"kind":"loop","index":0,"attempt":2,"session_id":"s2","commit":"c1","worktree":"w1"}}"#,
+            "\n",
+            r#"{"v":1,"seq":5,"ts":"2026-01-01T00:00:07.000Z","run_id":"n","event":"phase_started","iteration":1,"step":"fix","payload":{"kind":"loop","index":0,"attempt":2}}"#,
+            "\n",
+            r#"{"v":1,"seq":6,"ts":"2026-01-01T00:00:09.000Z","run_id":"n","event":"phase_finished","iteration":1,"step":"fix","payload":{"exit_code":0,"stop_reason":"end_turn","duration_ms":2000,"verdict":"pass","commit":"c2","worktree":"w2","marker":{"directive":"exit","label":"green"}}}"#,
+            "\n",
+            r#"{"v":1,"seq":7,"ts":"2026-01-01T00:00:09.500Z","run_id":"n","event":"evaluation_done","iteration":1,"phase":"A","step":"fix","payload":{"score":0.9,"passed":true,"threshold":0.8,"failed":[],"warnings":["w"],"rule_results":[{"id":"a","passed":true},{"id":"w","passed":false}],"source":"checks","decision":{"action":"proceed","feedback":""}}}"#,
+            "\n",
+            r#"{"v":1,"seq":8,"ts":"2026-01-01T00:00:09.600Z","run_id":"n","event":"transition","iteration":1,"step":"fix","payload":{"from":"fix","source":"when","rule":"passes","goto":["review"]}}"#,
+            "\n",
+            r#"{"v":1,"seq":9,"ts":"2026-01-01T00:00:10.000Z","run_id":"n","event":"stopped","payload":{"exit_reason":"marker","exit_label":"green","iterations_completed":1}}"#,
+            "\n",
+        ));
+        assert_eq!(t.duplicates, 1);
+        assert_eq!(t.attempts.len(), 2);
+        let (a, b) = (&t.attempts[0], &t.attempts[1]);
+        assert_eq!(
+            (a.attempt, a.outcome(), a.duration_ms),
+            (1, "failed", Some(3900))
+        );
+        assert_eq!(
+            (b.attempt, b.outcome(), b.verdict.as_deref()),
+            (2, "ok", Some("pass"))
+        );
+        assert_eq!(b.marker.as_deref(), Some("exit: green"));
+        assert_eq!(
+            (b.commit_start.as_deref(), b.commit_end.as_deref()),
+            (Some("c1"), Some("c2"))
+        );
+        assert_eq!(t.retries.len(), 1);
+        assert_eq!(t.retries[0].delay_ms, Some(1000));
+        assert_eq!(t.errors.len(), 1);
+        assert!(t.errors[0].text.contains("boom"));
+        let e = &t.evaluations[0];
+        assert_eq!((e.active_rules, e.passed_rules), (Some(2), Some(1)));
+        assert_eq!(e.decision.as_deref(), Some("proceed"));
+        assert_eq!(t.transitions[0].goto, vec!["review".to_string()]);
+        let stop = t.stop.as_ref().unwrap();
+        assert_eq!(stop.reason.as_deref(), Some("marker"));
+        assert_eq!(t.phases().len(), 2, "explicit attempts win over steps");
+    }
+
+    #[test]
+    fn avenor_phase_durations_come_from_the_timestamps() {
+        let t = one(concat!(
+            r#"{"event":"avenor.loop.start","run_id":"a","ts":1715000000000,"max_iterations":5}"#,
+            "\n",
+            r#"{"ts":1715000001000,"phase":"build","event":"avenor.phase.start","iteration":0,"kind":"pre","run_id":"a"}"#,
+            "\n",
+            r#"{"run_id":"a","iteration":0,"stop_reason":"end_turn","event":"avenor.phase.end","phase":"build","ts":1715000060000,"usage":{"input_tokens":2000,"output_tokens":500}}"#,
+            "\n",
+            r#"{"event":"avenor.phase.start","kind":"loop","iteration":1,"phase":"test","ts":1715000061000,"run_id":"a"}"#,
+            "\n",
+            r#"{"phase":"test","run_id":"a","event":"avenor.phase.end","ts":1715000090000,"iteration":1,"stop_reason":"max_tokens"}"#,
+            "\n",
+            r#"{"event":"avenor.loop.end","exit_reason":"phase_failure","ts":1715000091000,"run_id":"a"}"#,
+            "\n",
+        ));
+        let a: Vec<_> = t
+            .phases()
+            .iter()
+            .map(|a| {
+                (
+                    a.name.as_str(),
+                    a.kind.as_deref(),
+                    a.duration_ms,
+                    a.outcome(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            a,
+            vec![
+                ("build", Some("pre"), Some(59_000), "ok"),
+                ("test", Some("loop"), Some(29_000), "failed")
+            ]
+        );
+        assert_eq!(t.tokens.input, 2000);
+        assert_eq!(t.errors[0].text, "stop reason max_tokens");
+        assert!(!t.is_running());
+    }
+
+    #[test]
+    fn garbage_payloads_do_not_panic() {
+        let t = one(concat!(
+            r#"{"event":"phase_finished","v":1,"payload":{"duration_ms":-5,"exit_code":"x","marker":7}}"#,
+            "\n",
+            r#"{"event":"transition","v":1,"payload":{"goto":"end","end":"done"}}"#,
+            "\n",
+            r#"{"event":"evaluation_done","v":1,"payload":[1,2]}"#,
+            "\n",
+            r#"{"event":"escalated","v":1,"payload":"?"}"#,
+            "\n",
+            r#"{"event":"phase_finished","v":1,"ts":5,"payload":{"duration_ms":18446744073709551615}}"#,
+            "\n",
+        ));
+        assert_eq!(t.events, 5);
+        assert_eq!(t.transitions[0].goto, vec!["end".to_string()]);
+        assert_eq!(t.transitions[0].end_reason.as_deref(), Some("done"));
+    }
+}

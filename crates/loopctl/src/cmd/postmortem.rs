@@ -1,0 +1,101 @@
+//! `loopctl postmortem RUN`: what happened to a run, as text, Markdown or JSON.
+
+use clap::Args as ClapArgs;
+use loopctl_core::postmortem::{Format, Report};
+use loopctl_core::stagnation::assess;
+use loopctl_store::snapshot::folder_run;
+
+use super::Ctx;
+use super::stagnation::{ConfigArgs, load, now};
+use crate::{exit, output};
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FormatArg {
+    Text,
+    #[value(alias = "markdown")]
+    Md,
+    Json,
+}
+
+/// What happened to a run: why and when it stopped (or that it is still running), the timeline
+/// of iterations and phases with durations and outcomes, time per phase, the score trajectory
+/// with a sparkline, the distance to success when it stopped short of its threshold (aif-loop's
+/// post-loop block), retries and errors, the stagnation verdict with evidence, and tokens.
+/// Everything is rebuilt from the log; durations come from its timestamps.
+#[derive(ClapArgs)]
+#[command(after_help = "\
+Formats: text (default), md (Markdown to paste into an issue), json (stable field names).
+
+Exit codes: 0 report printed; 1 findings in the log under --strict; 2 error (usage, missing
+run, unreadable file, no such --run-id). Damaged lines are reported on stderr and skipped.
+
+Examples:
+  loopctl postmortem .ai-factory/evolution/my-task
+  loopctl postmortem run.jsonl --run-id billing-20260218-120000 --format md > postmortem.md")]
+pub struct Args {
+    #[command(flatten)]
+    target: super::RunArg,
+    /// The run to report on, for logs holding several (default: the run the folder is about,
+    /// else the most recently updated).
+    #[arg(long, value_name = "RUN_ID")]
+    run_id: Option<String>,
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    format: Option<FormatArg>,
+    /// Same as --format json.
+    #[arg(long, conflicts_with = "format")]
+    json: bool,
+    #[command(flatten)]
+    config: ConfigArgs,
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let run = ctx.resolve(a.target.run.as_deref())?;
+    let loaded = load(ctx, run)?;
+    let runs = &loaded.outcome.runs;
+    let state = match &a.run_id {
+        Some(id) => runs.get(id).ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: no run {id:?} in this log (it holds: {})",
+                loaded.run.log.display(),
+                runs.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })?,
+        None => {
+            let Some(s) = folder_run(&loaded.outcome, &loaded.run.name) else {
+                anyhow::bail!("{}: the log holds no event", loaded.run.log.display());
+            };
+            if runs.len() > 1 {
+                output::note(&format!(
+                    "{} holds {} runs; reporting on {} (choose with --run-id)",
+                    loaded.run.log.display(),
+                    runs.len(),
+                    s.run_id
+                ));
+            }
+            s
+        }
+    };
+    let trace = loaded
+        .traces
+        .get(&state.run_id)
+        .cloned()
+        .unwrap_or_default();
+    let verdict = assess(&trace, &a.config.config(), Some(now()));
+    let report = Report::build(state, &trace, &verdict);
+    let format = match (a.json, a.format) {
+        (true, _) | (_, Some(FormatArg::Json)) => Format::Json,
+        (_, Some(FormatArg::Md)) => Format::Markdown,
+        _ => Format::Text,
+    };
+    output::print(&report.render(format));
+    Ok(if ctx.strict && !loaded.outcome.findings.is_empty() {
+        output::error(&format!(
+            "{} finding(s) in {} (--strict)",
+            loaded.outcome.findings.len(),
+            loaded.run.log.display()
+        ));
+        exit::FINDINGS
+    } else {
+        exit::OK
+    })
+}

@@ -1,0 +1,245 @@
+//! `loopctl stagnation RUN...`: is a loop stuck, and on what evidence.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args as ClapArgs;
+use loopctl_core::stagnation::{Config, Reset, Verdict, assess};
+use loopctl_core::trace::{Trace, Traces};
+use loopctl_core::{Outcome, RunState, Ts};
+use loopctl_store::discover::RunRef;
+use loopctl_store::read::{for_each_event, replay_file};
+use owo_colors::OwoColorize;
+use serde_json::json;
+
+use super::Ctx;
+use crate::{exit, output};
+
+/// Exit code of `stagnation` when a run stagnates.
+pub const STAGNATING: u8 = 3;
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ResetArg {
+    OnProgress,
+    Never,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|_| format!("{s:?} is not a duration (try 90s, 30m, 2h)"))
+}
+
+/// The loop file's "stagnation" settings as flags; each defaults to the loop file default.
+#[derive(ClapArgs)]
+pub struct ConfigArgs {
+    /// A score gain under this is no progress [default: 0.02].
+    #[arg(long, value_name = "X")]
+    min_delta: Option<f64>,
+    /// Evaluations without progress (and without fail blockers) that stagnate [default: 2].
+    #[arg(long, value_name = "N")]
+    limit: Option<u64>,
+    /// When the score count goes back to 0: on-progress (a gain of min-delta) or never
+    /// [default: on-progress].
+    #[arg(long, value_enum)]
+    reset: Option<ResetArg>,
+    /// Same failed rules in N evaluations, or same error in N failed attempts of a phase, in a
+    /// row [default: 3].
+    #[arg(long, value_name = "N")]
+    repeat: Option<u64>,
+    /// Iterations in a row that leave the git commit and work tree unchanged [default: 1].
+    #[arg(long, value_name = "N")]
+    no_change: Option<u64>,
+    /// Scores looked at for oscillation [default: 6].
+    #[arg(long, value_name = "N")]
+    window: Option<usize>,
+    /// Direction changes in the window that count as oscillation [default: 3].
+    #[arg(long, value_name = "N")]
+    turns: Option<usize>,
+    /// A running run with no event for this long is stalled (90s, 30m, 2h) [default: 30m].
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    stalled_after: Option<Duration>,
+}
+
+impl ConfigArgs {
+    pub fn config(&self) -> Config {
+        let d = Config::default();
+        Config {
+            min_delta: self.min_delta.unwrap_or(d.min_delta),
+            limit: self.limit.unwrap_or(d.limit),
+            reset: match self.reset {
+                Some(ResetArg::Never) => Reset::Never,
+                Some(ResetArg::OnProgress) => Reset::OnProgress,
+                None => d.reset,
+            },
+            repeat: self.repeat.unwrap_or(d.repeat),
+            no_change: self.no_change.unwrap_or(d.no_change),
+            oscillation_window: self.window.unwrap_or(d.oscillation_window),
+            oscillation_turns: self.turns.unwrap_or(d.oscillation_turns),
+            stalled_after_ms: self.stalled_after.map_or(d.stalled_after_ms, |t| {
+                t.as_millis().min(u128::from(u64::MAX)) as u64
+            }),
+            stop_on: d.stop_on,
+        }
+    }
+}
+
+/// Is a loop stuck? Assesses every run in each RUN (a log holding several runs is assessed run
+/// by run) with five detectors: score (aif-loop's rule), repeated failure, no change (git),
+/// oscillation and stalled, and prints each verdict with its evidence: the iterations, scores,
+/// rule ids and event seqs involved.
+#[derive(ClapArgs)]
+#[command(after_help = "\
+Exit codes: 0 every run is healthy; 3 at least one run stagnates; 1 findings in a log under
+--strict (when no run stagnates); 2 error (usage, missing run, unreadable file).
+
+Detectors (docs/postmortem.md):
+  score             aif-loop's rule: gain < min-delta with no fail blockers, `limit` times
+  repeated_failure  same failed rule ids, or same error of one phase, `repeat` times in a row
+  no_change         `no-change` iterations that leave git HEAD and the work tree as they were
+  oscillation       scores going up and down (`turns` changes in `window`) with no net gain
+  stalled           a running run with no event for `stalled-after`
+
+Examples:
+  loopctl stagnation .ai-factory/evolution/my-task
+  loopctl stagnation merged.jsonl --limit 3 --reset never --json")]
+pub struct Args {
+    /// Run folders, log files (each of their runs is assessed), or run ids/aliases under the
+    /// root (default: the active run).
+    runs: Vec<String>,
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+/// A log's runs: replayed states, their traces, and what replay found wrong with the log.
+pub struct Loaded {
+    pub run: RunRef,
+    pub outcome: Outcome,
+    pub traces: BTreeMap<String, Trace>,
+}
+
+impl Loaded {
+    /// The runs of the log with their traces, in run id order.
+    pub fn runs(&self) -> impl Iterator<Item = (&RunState, &Trace)> {
+        self.outcome
+            .runs
+            .iter()
+            .filter_map(|(id, s)| self.traces.get(id).map(|t| (s, t)))
+    }
+}
+
+/// Replays `run`'s log into states and traces; damaged lines are reported on stderr (file, line,
+/// byte offset, reason) and skipped.
+pub fn load(ctx: &Ctx, run: RunRef) -> anyhow::Result<Loaded> {
+    let outcome = replay_file(&run.log, &ctx.opts_for(&run), None)
+        .with_context(|| format!("replaying {}", run.log.display()))?;
+    output::findings(&run.log, &outcome.findings);
+    let mut traces = Traces::new(&run.name);
+    for_each_event(&run.log, ctx.read.max_line, |_, _, ev| {
+        if let Ok(ev) = ev {
+            traces.apply(&ev);
+        }
+    })
+    .with_context(|| format!("reading {}", run.log.display()))?;
+    Ok(Loaded {
+        run,
+        outcome,
+        traces: traces.into_runs(),
+    })
+}
+
+/// The wall clock: the CLI is the edge where `now` comes in.
+pub fn now() -> Ts {
+    let ms = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+    Ts::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
+}
+
+/// Text for one run's verdict.
+pub fn verdict_text(state: &RunState, log: &std::path::Path, v: &Verdict) -> String {
+    let head = if v.stagnating {
+        "STAGNATING".red().bold().to_string()
+    } else {
+        "healthy".green().to_string()
+    };
+    let status = if state.stop.reason.is_empty() {
+        state.status.as_str().to_string()
+    } else {
+        format!("{}: {}", state.status.as_str(), state.stop.reason)
+    };
+    let mut o = format!(
+        "{} {head}  ({status}; {})\n",
+        state.run_id.bold(),
+        log.display()
+    );
+    for f in &v.findings {
+        let mark = if f.triggered {
+            "[x]".red().to_string()
+        } else if f.applicable {
+            "[ ]".to_string()
+        } else {
+            "[-]".dimmed().to_string()
+        };
+        o += &format!("  {mark} {:<16} {}\n", f.detector.name(), f.summary);
+        let ev = loopctl_core::postmortem::evidence(f);
+        if f.triggered && !ev.is_empty() {
+            o += &format!("      {:<16} {}\n", "", ev.dimmed());
+        }
+    }
+    o
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let cfg = a.config.config();
+    let specs: Vec<Option<&str>> = if a.runs.is_empty() {
+        vec![None]
+    } else {
+        a.runs.iter().map(|r| Some(r.as_str())).collect()
+    };
+    let now = now();
+    let mut any = false;
+    let mut findings = 0usize;
+    let mut reports = Vec::new();
+    let mut text = String::new();
+    for spec in specs {
+        let run = ctx.resolve(spec)?;
+        let loaded = load(ctx, run)?;
+        findings += loaded.outcome.findings.len();
+        if loaded.outcome.runs.is_empty() {
+            output::warn(&format!(
+                "{}: the log holds no event",
+                loaded.run.log.display()
+            ));
+        }
+        for (state, trace) in loaded.runs() {
+            let v = assess(trace, &cfg, Some(now));
+            any |= v.stagnating;
+            if a.json {
+                reports.push(json!({
+                    "run_id": state.run_id,
+                    "task_alias": state.task_alias,
+                    "log": &loaded.run.log,
+                    "status": state.status,
+                    "stop_reason": (!state.stop.reason.is_empty()).then_some(&state.stop.reason),
+                    "stagnating": v.stagnating,
+                    "findings": v.findings,
+                }));
+            } else {
+                text += &verdict_text(state, &loaded.run.log, &v);
+            }
+        }
+    }
+    if a.json {
+        output::json_pretty(&json!({ "stagnating": any, "config": cfg, "runs": reports }));
+    } else {
+        output::print(&text);
+    }
+    Ok(if any {
+        STAGNATING
+    } else if ctx.strict && findings > 0 {
+        output::error(&format!("{findings} finding(s) in the log(s) (--strict)"));
+        exit::FINDINGS
+    } else {
+        exit::OK
+    })
+}
