@@ -113,6 +113,14 @@ impl LoopFile {
             && index + 1 == self.loop_.len()
     }
 
+    /// The stagnation settings (validated at parse time; defaults when absent).
+    pub fn stagnation_config(&self) -> crate::stagnation::Config {
+        self.stagnation
+            .as_ref()
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
+
     pub fn loop_index(&self, name: &str) -> Option<usize> {
         self.loop_.iter().position(|p| p.name == name)
     }
@@ -340,7 +348,15 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Vec<ConfigEr
     }
     let stagnation = match top.get("stagnation") {
         None | Some(Value::Null) => None,
-        Some(v @ Value::Object(_)) => Some(v.clone()),
+        Some(v @ Value::Object(_)) => {
+            match serde_json::from_value::<crate::stagnation::Config>(v.clone()) {
+                Ok(_) => Some(v.clone()),
+                Err(e) => {
+                    errors.push(err("stagnation", &e.to_string()));
+                    None
+                }
+            }
+        }
         Some(_) => {
             errors.push(err("stagnation", "must be an object"));
             None

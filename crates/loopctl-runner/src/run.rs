@@ -12,6 +12,7 @@ use loopctl_core::loopfile::{self, LoopFile, Phase, PhaseKind};
 use loopctl_core::markers::winner;
 use loopctl_core::plan::{self, Cursor, Ending, ExitReason, Pos, Sentinel, Shape, Step};
 use loopctl_core::state::{LogMark, fingerprint};
+use loopctl_core::trace::Trace;
 use loopctl_core::{Event, RunState, Ts, apply_mut, avenor, parse_line};
 use loopctl_store::StoreError;
 use loopctl_store::append::{Fsync, LogWriter};
@@ -227,6 +228,8 @@ pub struct Runner {
     writer: LogWriter,
     state: RunState,
     cursor: Cursor,
+    /// What the stagnation detectors read, folded from the same events.
+    trace: Trace,
     line: u64,
     sink: Option<Box<dyn Write + Send>>,
     control: Arc<Control>,
@@ -414,6 +417,7 @@ impl Runner {
             writer,
             state: RunState::default(),
             cursor: Cursor::default(),
+            trace: Trace::new(),
             line: 0,
             control: Arc::new(Control::default()),
             observer: Box::new(|_| {}),
@@ -439,7 +443,7 @@ impl Runner {
             ))
         })?;
         // Lock and repair the tail first, so the replay sees the log the runner will extend.
-        let (mut writer, repair) = LogWriter::open(&run.log, 1, Fsync::Always)?;
+        let (mut writer, repair) = open_after_crash(&run.log)?;
         let opts_read = ReadOptions {
             default_run: run.name.clone(),
             threads: 1,
@@ -478,6 +482,7 @@ impl Runner {
             )));
         }
         let mut cursor = Cursor::default();
+        let mut trace = Trace::new();
         let mut started: Option<Value> = None;
         read::for_each_event(&run.log, opts_read.max_line, |_, _, ev| {
             if let Ok(ev) = ev
@@ -487,6 +492,7 @@ impl Runner {
                     started = Some(ev.payload_value());
                 }
                 cursor.apply(&ev);
+                trace.apply(&ev);
             }
         })?;
         let not_ours = || {
@@ -508,6 +514,7 @@ impl Runner {
         r.line = outcome.stats.lines;
         r.state = state;
         r.cursor = cursor;
+        r.trace = trace;
         let mut payload = json!({ "from_seq": next_seq - 1 });
         if let Some(rep) = repair {
             payload["tail_repair"] = json!(format!("{rep:?}"));
@@ -565,6 +572,7 @@ impl Runner {
             fingerprint: Some(fingerprint(a.line.as_bytes())),
         };
         self.cursor.apply(&parsed);
+        self.trace.apply(&parsed);
         if let (Some(sink), Some(l)) = (self.sink.as_mut(), avenor::lifecycle_line(&parsed)) {
             // A consumer that went away must not stop the loop: the log has the event.
             let _ = sink
@@ -987,6 +995,34 @@ impl Runner {
             sentinel,
             state: self.state.clone(),
         })
+    }
+}
+
+/// Opens a log for appending. When the lock's recorded holder is dead, the lock may still
+/// be held for a moment by a child it forked that has not reached `exec` yet (which closes
+/// the inherited descriptor): wait for that instead of refusing a resume right after a crash.
+fn open_after_crash(
+    log: &Path,
+) -> std::result::Result<(LogWriter, Option<loopctl_store::append::TailRepair>), StoreError> {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match LogWriter::open(log, 1, Fsync::Always) {
+            Err(StoreError::Locked { pid, .. })
+                if Instant::now() < deadline && !pid_alive(&pid) =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn pid_alive(pid: &str) -> bool {
+    match pid.trim().parse::<i32>() {
+        Ok(p) if p > 0 => {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None).is_ok()
+        }
+        _ => true,
     }
 }
 

@@ -397,3 +397,60 @@ fn an_undecided_phase_is_decided_on_resume() {
     let seqs: Vec<u64> = ev.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
 }
+
+/// The bundled never-green example: its check never passes, the same rule fails three
+/// evaluations in a row, the run stops with `stagnation` (exit 3), and `postmortem` and
+/// `stagnation` show the evidence.
+#[test]
+fn a_check_that_never_passes_stops_with_stagnation_and_postmortem_shows_why() {
+    let s = Sandbox::new();
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/never-green");
+    for f in ["loop.json", "agent.sh", "check.sh"] {
+        std::fs::copy(example.join(f), s.dir.join(f)).unwrap();
+    }
+    let out = s.cmd().args(RUN).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let ev = s.events();
+    assert_eq!(named(&ev, "evaluation_done").len(), 3);
+    let stop = stopped(&ev);
+    assert_eq!(stop["reason"], "stagnation");
+    let detail = stop["detail"].as_str().unwrap();
+    assert!(detail.starts_with("repeated_failure: "), "{detail}");
+    assert!(detail.contains("iterations 1, 2, 3"), "{detail}");
+    assert!(detail.contains("parses-months"), "{detail}");
+    // The when rule routed reflect → plan, and the plan phase got the failure.
+    let notes = std::fs::read_to_string(s.dir.join("notes.txt")).unwrap();
+    assert!(
+        notes.contains(
+            "plan: [fail] parses-months: check exited with code 1: FAIL parse_date('2026-13-01')"
+        ),
+        "{notes}"
+    );
+
+    let pm = s
+        .cmd()
+        .args(["postmortem", "r1", "--format", "md"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        pm.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&pm.stderr)
+    );
+    let md = String::from_utf8_lossy(&pm.stdout);
+    for want in ["stagnation", "repeated_failure", "parses-months"] {
+        assert!(md.contains(want), "{want} missing from\n{md}");
+    }
+    let st = s
+        .cmd()
+        .args(["stagnation", "r1", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(3));
+    let v: Value = serde_json::from_slice(&st.stdout).unwrap();
+    let text = v.to_string();
+    assert!(text.contains("\"repeated_failure\""), "{text}");
+}

@@ -10,6 +10,7 @@ use loopctl_core::criteria::{
 use loopctl_core::escalation::Escalation;
 use loopctl_core::markers::Directive;
 use loopctl_core::transition::{self, Action, Condition, END, Observed, Route};
+use loopctl_core::{postmortem, stagnation};
 
 use super::*;
 
@@ -200,10 +201,17 @@ impl Runner {
                         o.remove("route");
                     }
                 }
-                if r == criteria::StopReason::IterationLimit {
-                    self.escalate("iteration_limit", pos, failure.as_deref(), None)?;
-                }
             }
+        }
+        // Seed 002: failing at the iteration limit escalates, unless a rule ended the run
+        // another way (a `stop` the user asked for, or `ask a human`, which reported already).
+        let at_limit = pos.iteration >= self.cfg.max_iterations && pos.kind == PhaseKind::Loop;
+        let ends_otherwise = t
+            .pointer("/end/reason")
+            .and_then(Value::as_str)
+            .is_some_and(|r| r != "iteration_limit");
+        if observed && at_limit && !o.passed && !o.blocked && !ends_otherwise {
+            self.escalate("iteration_limit", pos, failure.as_deref(), None)?;
         }
         if t.get("source").is_none() {
             t["source"] = json!("none");
@@ -212,21 +220,17 @@ impl Runner {
         self.write_run_json()
     }
 
-    /// The evidence of a stagnation the loop stops on, if one triggered.
+    /// The evidence of a stagnation the loop stops on (`stagnation.stop_on`, default the
+    /// seed's score rule), if one triggered. No clock: `stalled` cannot fire inside the run.
     fn stagnation_stop(&self) -> Option<String> {
-        let limit = self
-            .cfg
-            .stagnation
-            .as_ref()
-            .and_then(|s| s.get("limit"))
-            .and_then(Value::as_u64)
-            .unwrap_or(2);
-        (self.state.stagnation_count >= limit).then(|| {
-            format!(
-                "score gained less than the minimum for {} evaluation(s) in a row",
-                self.state.stagnation_count
-            )
-        })
+        let cfg = self.cfg.stagnation_config();
+        let verdict = stagnation::assess(&self.trace, &cfg, None);
+        let hits: Vec<String> = verdict
+            .triggered()
+            .filter(|f| cfg.stop_on.contains(&f.detector))
+            .map(|f| format!("{}: {}", f.detector.name(), postmortem::evidence(f)))
+            .collect();
+        (!hits.is_empty()).then(|| hits.join("; "))
     }
 
     /// Evaluates the phase's work at the current quality phase, switching to B and judging the
