@@ -392,6 +392,21 @@ pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
         };
     };
     let pos = *pos;
+    let decided = |d: &Decided| {
+        Step::Finish(Ending {
+            reason: d.exit_reason(),
+            label: None,
+            exit_code: None,
+            stop_reason: if d.blocked {
+                "blocked"
+            } else {
+                end.stop_reason.as_str()
+            }
+            .into(),
+            iterations_completed: c.iterations_completed(shape),
+            decided: Some(d.clone()),
+        })
+    };
     // A decision's jump: backwards (or to itself) starts the next iteration.
     let goto = |to: usize| {
         let iteration = if pos.kind != PhaseKind::Loop {
@@ -427,6 +442,9 @@ pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
         if c.undecided == Some(pos) {
             return Step::Decide { pos };
         }
+        if let Some(d) = &c.end {
+            return decided(d);
+        }
         if let Some(&to) = c.route.front() {
             return goto(to);
         }
@@ -441,14 +459,7 @@ pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
         return Step::Decide { pos };
     }
     if let Some(d) = &c.end {
-        return Step::Finish(Ending {
-            reason: d.exit_reason(),
-            label: None,
-            exit_code: None,
-            stop_reason: if d.blocked { "blocked" } else { "end_turn" }.into(),
-            iterations_completed: c.iterations_completed(shape),
-            decided: Some(d.clone()),
-        });
+        return decided(d);
     }
     if let Some(&to) = c.route.front() {
         return goto(to);

@@ -6,7 +6,8 @@ use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use loopctl_core::markers::{Marker, MarkerScanner};
@@ -35,6 +36,8 @@ pub struct Attempt<'a> {
     pub stderr: PathBuf,
     /// Also copy the phase's output to loopctl's stderr.
     pub echo: bool,
+    /// End the attempt when it writes nothing (stdout or stderr) for this long.
+    pub stall_after: Option<Duration>,
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +56,8 @@ pub struct Finished {
     pub score: Option<f64>,
     pub result: Option<String>,
     pub evaluation: Option<String>,
+    /// Ended by the stall watchdog: no output for `stall_after`.
+    pub stalled: bool,
 }
 
 struct Captured {
@@ -66,7 +71,16 @@ fn hex(d: impl AsRef<[u8]>) -> String {
 }
 
 /// Copies a stream to its file, hashing it and feeding complete lines to the marker scanner.
-fn capture(mut from: impl Read, to: &Path, echo: bool, scan: bool) -> std::io::Result<Captured> {
+/// Milliseconds since the attempt started at which it last wrote something.
+type Activity = Option<(Arc<AtomicU64>, Instant)>;
+
+fn capture(
+    mut from: impl Read,
+    to: &Path,
+    echo: bool,
+    scan: bool,
+    activity: Activity,
+) -> std::io::Result<Captured> {
     // Created here, not before the spawn: on some disks a file creation costs as much as a
     // short phase, and here it overlaps with the phase running. The pipe holds the output.
     let mut to = match create_new(to) {
@@ -100,6 +114,9 @@ fn capture(mut from: impl Read, to: &Path, echo: bool, scan: bool) -> std::io::R
             Err(e) => return Err(e),
         };
         let chunk = &buf[..n];
+        if let Some((at, t0)) = &activity {
+            at.store(t0.elapsed().as_millis() as u64, Ordering::Relaxed);
+        }
         to.write_all(chunk)?;
         hash.update(chunk);
         if echo {
@@ -150,6 +167,36 @@ fn create_new(path: &Path) -> std::io::Result<File> {
     File::options().write(true).create_new(true).open(path)
 }
 
+/// Ends a phase group that wrote nothing for `limit`: SIGTERM, then SIGKILL after a grace.
+fn watch_stall(
+    pgid: i32,
+    limit: Duration,
+    started: Instant,
+    last_output: &AtomicU64,
+    done: &AtomicBool,
+    stalled: &AtomicBool,
+) {
+    let tick = (limit / 4).clamp(Duration::from_millis(10), Duration::from_millis(500));
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(tick);
+        let quiet = started
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last_output.load(Ordering::Relaxed)));
+        if quiet >= limit && !done.load(Ordering::Relaxed) {
+            stalled.store(true, Ordering::Relaxed);
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
+            let grace = Instant::now() + Duration::from_secs(5);
+            while !done.load(Ordering::Relaxed) && Instant::now() < grace {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if !done.load(Ordering::Relaxed) {
+                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            }
+            return;
+        }
+    }
+}
+
 /// Runs one attempt to its end. The caller has already logged `phase_started`.
 pub fn run(a: Attempt<'_>, control: &Control) -> std::io::Result<Finished> {
     let (out_file, err_file) = (a.stdout.clone(), a.stderr.clone());
@@ -179,23 +226,33 @@ pub fn run(a: Attempt<'_>, control: &Control) -> std::io::Result<Finished> {
     let mut child = cmd.spawn()?;
     let pgid = child.id() as i32;
     control.set_group(pgid);
+    let last_output = Arc::new(AtomicU64::new(0));
+    let activity: Activity = a.stall_after.map(|_| (last_output.clone(), started));
     let (tx, rx) = mpsc::channel();
     let stdout = child.stdout.take().map(|s| {
-        let (tx, echo) = (tx.clone(), a.echo);
+        let (tx, echo, act) = (tx.clone(), a.echo, activity.clone());
         std::thread::spawn(move || {
-            let r = capture(s, &out_file, echo, true);
+            let r = capture(s, &out_file, echo, true, act);
             let _ = tx.send(());
             r
         })
     });
     let stderr = child.stderr.take().map(|s| {
-        let (tx, echo) = (tx.clone(), a.echo);
+        let (tx, echo, act) = (tx.clone(), a.echo, activity.clone());
         std::thread::spawn(move || {
-            let r = capture(s, &err_file, echo, false);
+            let r = capture(s, &err_file, echo, false, act);
             let _ = tx.send(());
             r
         })
     });
+    let done = Arc::new(AtomicBool::new(false));
+    let stalled = Arc::new(AtomicBool::new(false));
+    if let Some(limit) = a.stall_after {
+        let (done, stalled) = (done.clone(), stalled.clone());
+        std::thread::spawn(move || {
+            watch_stall(pgid, limit, started, &last_output, &done, &stalled)
+        });
+    }
     drop(tx);
     if let (Some(mut pipe), Some(text)) = (child.stdin.take(), a.stdin) {
         // A phase that does not read its stdin must not block the runner.
@@ -204,6 +261,7 @@ pub fn run(a: Attempt<'_>, control: &Control) -> std::io::Result<Finished> {
         });
     }
     let status = child.wait();
+    done.store(true, Ordering::Relaxed);
     // The phase is over when its leader exits; whatever it left holding the pipes gets a
     // moment to finish, then its group is killed so the capture can end.
     let readers = usize::from(stdout.is_some()) + usize::from(stderr.is_some());
@@ -238,6 +296,7 @@ pub fn run(a: Attempt<'_>, control: &Control) -> std::io::Result<Finished> {
         score: out.scanner.score,
         result: out.scanner.result,
         evaluation: out.scanner.evaluation,
+        stalled: stalled.load(Ordering::Relaxed),
         stdout_sha256: out.sha256,
         stderr_sha256: err.sha256,
         last_line: out.last_line,

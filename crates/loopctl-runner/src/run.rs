@@ -30,6 +30,9 @@ use crate::template::{self, Vars};
 mod decide;
 pub use decide::ESCALATION;
 
+/// The stop reason of a phase the stall watchdog ended.
+const STALLED: &str = "stalled";
+
 /// Where `loopctl stop` leaves its reason for a live runner.
 pub const STOP_REQUEST: &str = "stop.request";
 
@@ -669,6 +672,14 @@ impl Runner {
         }
     }
 
+    /// The stall watchdog's limit, when the loop stops on `stalled`.
+    fn stall_after(&self) -> Option<Duration> {
+        let cfg = self.cfg.stagnation_config();
+        cfg.stop_on
+            .contains(&loopctl_core::stagnation::Detector::Stalled)
+            .then(|| Duration::from_millis(cfg.stalled_after_ms.max(1)))
+    }
+
     fn phase(&self, pos: &Pos) -> &Phase {
         &self.cfg.phases(pos.kind)[pos.index]
     }
@@ -732,6 +743,7 @@ impl Runner {
             stdout: self.dir.join(&out_rel),
             stderr: self.dir.join(&err_rel),
             echo: self.opts.echo,
+            stall_after: self.stall_after(),
         };
         let result = phase::run(attempt_run, &self.control);
         let f = match result {
@@ -750,12 +762,14 @@ impl Runner {
         let exit_code = f.exit_code.or(f.signal.map(|s| 128 + s)).map(i64::from);
         let observed = pos.kind == PhaseKind::Loop && self.cfg.observes(pos.index);
         let reported = f.score.is_some() || f.evaluation.is_some();
-        let decide = pos.kind == PhaseKind::Loop
-            && self.cfg.decides()
-            && (observed || reported || spec.transition.is_some());
+        let decide = f.stalled
+            || (pos.kind == PhaseKind::Loop
+                && self.cfg.decides()
+                && (observed || reported || spec.transition.is_some()));
         let stop_reason = match self.control.interrupted() {
             Some(Interrupt::Cancelled(_)) => "cancelled",
             Some(Interrupt::Timeout) => "timeout",
+            None if f.stalled => STALLED,
             None if f.exit_code == Some(0) => "end_turn",
             None if f.signal.is_some() => "signal",
             None => "error",
@@ -808,7 +822,7 @@ impl Runner {
                 }),
             );
         }
-        if decide && matches!(stop_reason, "end_turn" | "error") {
+        if decide && matches!(stop_reason, "end_turn" | "error" | STALLED) {
             o.insert("decide".into(), json!(true));
         }
         if self.git
@@ -823,6 +837,10 @@ impl Runner {
         }
         if stop_reason != "end_turn" {
             let how = match (f.exit_code, f.signal) {
+                _ if f.stalled => format!(
+                    "wrote no output for {} (stagnation.stalled_after_ms) and was stopped",
+                    humantime::format_duration(self.stall_after().unwrap_or_default())
+                ),
                 (Some(c), _) => format!("exited with code {c}"),
                 (_, Some(s)) => format!("was killed by signal {s}"),
                 _ => "ended".into(),
@@ -1019,9 +1037,7 @@ fn open_after_crash(
 
 fn pid_alive(pid: &str) -> bool {
     match pid.trim().parse::<i32>() {
-        Ok(p) if p > 0 => {
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None).is_ok()
-        }
+        Ok(p) if p > 0 => nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None).is_ok(),
         _ => true,
     }
 }

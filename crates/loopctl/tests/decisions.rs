@@ -454,3 +454,39 @@ fn a_check_that_never_passes_stops_with_stagnation_and_postmortem_shows_why() {
     let text = v.to_string();
     assert!(text.contains("\"repeated_failure\""), "{text}");
 }
+
+/// `stop_on: ["stalled"]`: a phase that writes nothing for `stalled_after_ms` is stopped and
+/// the run ends with `stagnation`; one that keeps writing is left alone.
+#[test]
+fn a_silent_phase_is_stopped_as_stalled_and_a_chatty_one_is_not() {
+    let s = Sandbox::new();
+    let started = std::time::Instant::now();
+    let (code, err) = s.run(
+        json!({"stagnation": {"stalled_after_ms": 300, "stop_on": ["stalled"]},
+               "loop": [{"name": "chatty", "run": "for i in 1 2 3 4 5 6; do echo $i; sleep 0.1; done"},
+                        {"name": "silent", "run": "sleep 30"}]}),
+        &[],
+    );
+    assert_eq!(code, 3, "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let ev = s.events();
+    assert_eq!(phases(&ev), ["chatty@1", "silent@1"]);
+    let fin = &named(&ev, "phase_finished")[1]["payload"];
+    assert_eq!(fin["stop_reason"], "stalled");
+    let stop = stopped(&ev);
+    assert_eq!(stop["reason"], "stagnation");
+    assert!(
+        stop["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("stalled: phase \"silent\""),
+        "{stop}"
+    );
+    assert!(
+        stop["detail"]
+            .as_str()
+            .unwrap()
+            .contains("wrote no output for 300ms"),
+        "{stop}"
+    );
+}

@@ -40,6 +40,14 @@ impl Runner {
         let observed = pos.kind == PhaseKind::Loop && (self.cfg.observes(pos.index) || reported);
         let mut t = json!({"from": spec.name, "kind": pos.kind.as_str(), "index": pos.index,
                            "observed": observed});
+        if end.as_ref().is_some_and(|e| e.stop_reason == STALLED) {
+            // The stall watchdog ended it: a stagnation stop the loop file asked for.
+            t["source"] = json!("stagnation");
+            t["end"] = json!({"reason": "stagnation",
+                              "detail": format!("stalled: {}", fin.get("error").and_then(Value::as_str).unwrap_or("no output"))});
+            self.emit(Kind::Transition, Some((&spec.name, pos.iteration)), t)?;
+            return self.write_run_json();
+        }
         let eval = if observed {
             self.evaluate(&spec, pos, &fin)?
         } else {
@@ -317,6 +325,7 @@ impl Runner {
                 stdout: self.dir.join(&out_rel),
                 stderr: self.dir.join(&err_rel),
                 echo: self.opts.echo,
+                stall_after: None,
             };
             let v = match phase::run(attempt, &self.control) {
                 Ok(f) if f.exit_code == Some(0) => Verdict {
