@@ -431,30 +431,14 @@ pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
             attempt: c.attempt + 1,
         };
     }
-    if !end.settled() {
-        if end.exit_code == Some(1) && c.retries < shape.max_retries {
-            return Step::Retry {
-                pos,
-                attempt: c.attempt + 1,
-                retry: c.retries + 1,
-            };
-        }
-        if c.undecided == Some(pos) {
-            return Step::Decide { pos };
-        }
-        if let Some(d) = &c.end {
-            return decided(d);
-        }
-        if let Some(&to) = c.route.front() {
-            return goto(to);
-        }
-        return finish(
-            ExitReason::PhaseFailure,
-            None,
-            end.exit_code,
-            &end.stop_reason,
-        );
+    if !end.settled() && end.exit_code == Some(1) && c.retries < shape.max_retries {
+        return Step::Retry {
+            pos,
+            attempt: c.attempt + 1,
+            retry: c.retries + 1,
+        };
     }
+    // A decision comes before anything else the phase's end would imply.
     if c.undecided == Some(pos) {
         return Step::Decide { pos };
     }
@@ -463,6 +447,14 @@ pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
     }
     if let Some(&to) = c.route.front() {
         return goto(to);
+    }
+    if !end.settled() {
+        return finish(
+            ExitReason::PhaseFailure,
+            None,
+            end.exit_code,
+            &end.stop_reason,
+        );
     }
     if let Some(m) = end
         .marker
