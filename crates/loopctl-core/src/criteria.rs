@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 /// Default thresholds of the two quality phases.
 pub const THRESHOLD_A: f64 = 0.8;
 pub const THRESHOLD_B: f64 = 0.9;
+/// Largest rule weight: sums of weights stay finite.
+pub const MAX_WEIGHT: f64 = 1e9;
 /// Scores are decimals written as binary floats: compare with this tolerance.
 pub const EPS: f64 = 1e-9;
 
@@ -191,8 +193,8 @@ fn rule(v: &Value) -> Result<Rule, String> {
         None | Some(Value::Null) => severity.default_weight(),
         Some(w) => w
             .as_f64()
-            .filter(|w| *w >= 0.0 && w.is_finite())
-            .ok_or(format!("{id}: weight must be a number ≥ 0"))?,
+            .filter(|w| (0.0..=MAX_WEIGHT).contains(w))
+            .ok_or(format!("{id}: weight must be a number from 0 to 1e9"))?,
     };
     let phase = match text("phase") {
         None => Level::A,
@@ -329,7 +331,7 @@ impl SelfReport {
             score: o
                 .get("score")
                 .and_then(Value::as_f64)
-                .filter(|s| s.is_finite()),
+                .filter(|s| (0.0..=1.0).contains(s)),
             failed: ids("failed"),
             warnings: ids("warnings"),
             verdicts,
@@ -368,8 +370,9 @@ impl Evaluation {
 /// passed = score ≥ the level's threshold and no fail-severity rule failed.
 ///
 /// Verdicts come from `checks` first, then from the phase's report. A rule judged by neither
-/// fails with "no verdict": an evaluator must be strict. When no active rule has a verdict but
-/// the phase reported a score, that score is the evaluation (a marker or a bare JSON score).
+/// fails with "no verdict": an evaluator must be strict. Failing ids the report names that
+/// are not rules of the loop block too. Only a loop without rules is judged on a bare score
+/// (a marker or a JSON `score`), and only when the phase reported one.
 pub fn evaluate(
     criteria: &Criteria,
     level: Level,
@@ -383,8 +386,7 @@ pub fn evaluate(
             .get(id)
             .or_else(|| report.and_then(|r| r.verdicts.get(id)))
     };
-    let judged = active.iter().any(|r| verdict(&r.id).is_some());
-    if !judged {
+    if criteria.rules.is_empty() {
         let r = report?;
         let score = r.score?;
         let severity_of = |id: &String| {
@@ -425,7 +427,7 @@ pub fn evaluate(
             },
         });
     }
-    let rule_results: Vec<RuleResult> = active
+    let mut rule_results: Vec<RuleResult> = active
         .iter()
         .map(|r| {
             let v = verdict(&r.id).cloned().unwrap_or(Verdict {
@@ -442,6 +444,33 @@ pub fn evaluate(
             }
         })
         .collect();
+    // Failures the phase reported for ids that are not rules of this loop.
+    if let Some(r) = report {
+        let mut extra: Vec<(String, Option<String>)> = r
+            .failed
+            .iter()
+            .map(|id| (id.clone(), None))
+            .chain(
+                r.verdicts
+                    .iter()
+                    .filter(|(_, v)| !v.passed)
+                    .map(|(id, v)| (id.clone(), v.message.clone())),
+            )
+            .filter(|(id, _)| !criteria.rules.iter().any(|x| &x.id == id))
+            .collect();
+        extra.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.is_some().cmp(&a.1.is_some())));
+        extra.dedup_by(|a, b| a.0 == b.0);
+        for (id, message) in extra {
+            rule_results.push(RuleResult {
+                id,
+                severity: Severity::Fail,
+                weight: 0.0,
+                phase: level,
+                passed: false,
+                message: message.or(Some("reported failing; not a rule of this loop".into())),
+            });
+        }
+    }
     let total: f64 = rule_results.iter().map(|r| r.weight).sum();
     let got: f64 = rule_results
         .iter()
@@ -459,8 +488,8 @@ pub fn evaluate(
     let failed = failed_of(Severity::Fail);
     Some(Evaluation {
         level: Some(level),
-        // Rounded so that the same verdicts always print the same score.
-        score: (score * 1e6).round() / 1e6,
+        // Rounded so that the same verdicts always print the same score (and never -0).
+        score: (score * 1e6).round() / 1e6 + 0.0,
         passed: score >= threshold - EPS && failed.is_empty(),
         threshold,
         warnings: failed_of(Severity::Warn),
@@ -474,6 +503,25 @@ pub fn evaluate(
             Source::Checks
         },
     })
+}
+
+/// The id of the rule an observed phase's non-zero exit adds to its evaluation.
+pub const EXIT_STATUS: &str = "exit-status";
+
+/// An observed phase whose own exit status failed cannot pass, whatever the rules said: the
+/// failure is added as a fail-severity rule of weight 0 (the score is unchanged).
+pub fn fail_exit_status(e: &mut Evaluation, error: Option<String>) {
+    e.passed = false;
+    e.failed.push(EXIT_STATUS.into());
+    e.rule_results.push(RuleResult {
+        id: EXIT_STATUS.into(),
+        severity: Severity::Fail,
+        weight: 0.0,
+        phase: e.level.unwrap_or(Level::A),
+        passed: false,
+        message: error.or(Some("the phase exited non-zero".into())),
+    });
+    e.active_rule_count += 1;
 }
 
 /// aif-loop's stop reasons.
@@ -951,5 +999,51 @@ mod tests {
         )
         .unwrap();
         assert_eq!(decide(&ok, 3, 3, 500), Decision::Proceed);
+    }
+
+    #[test]
+    fn declared_rules_are_always_judged_and_unknown_failures_block() {
+        let c = crit(json!([{"id": "docs"}]));
+        let e = evaluate(&c, Level::A, &BTreeMap::new(), None).unwrap();
+        assert!(
+            !e.passed && e.failed == ["docs"],
+            "no check, no report: no verdict fails"
+        );
+        let r = SelfReport::from_json(&json!({"score": 0.95, "failed": ["typo"],
+            "rule_results": [{"id": "docs", "passed": true}, {"id": "typo", "passed": false, "message": "m"}]}))
+        .unwrap();
+        let e = evaluate(&c, Level::A, &BTreeMap::new(), Some(&r)).unwrap();
+        assert_eq!(e.failed, ["typo"]);
+        assert_eq!(e.rule_results.len(), 2, "typo listed once");
+        assert_eq!(e.rule_results[1].message.as_deref(), Some("m"));
+        assert_eq!(e.score, 1.0, "an unknown id weighs nothing");
+        assert!(!e.passed);
+        // Rules only at B: A has no active weight, scores 1.0 and passes to the switch.
+        let b_only = crit(json!([{"id": "perf", "phase": "B"}]));
+        let a = evaluate(&b_only, Level::A, &BTreeMap::new(), None).unwrap();
+        assert!(a.passed && a.score == 1.0 && a.active_rule_count == 0);
+    }
+
+    #[test]
+    fn weights_and_scores_stay_in_range() {
+        assert!(Criteria::parse(&json!([{"id": "a", "weight": 1e308}])).is_err());
+        assert!(Criteria::parse(&json!([{"id": "a", "weight": 1e9}])).is_ok());
+        assert_eq!(
+            SelfReport::from_json(&json!({"score": 5})).unwrap().score,
+            None
+        );
+        assert_eq!(
+            SelfReport::from_json(&json!({"score": -0.1}))
+                .unwrap()
+                .score,
+            None
+        );
+        let c = crit(json!([{"id": "a"}]));
+        let e = evaluate(&c, Level::A, &verdicts(&[("a", false)]), None).unwrap();
+        assert!(e.score.to_bits() == 0.0f64.to_bits(), "0, not -0");
+        let mut e = evaluate(&c, Level::A, &verdicts(&[("a", true)]), None).unwrap();
+        assert!(e.passed);
+        fail_exit_status(&mut e, Some("exit 1".into()));
+        assert!(!e.passed && e.failed == [EXIT_STATUS] && e.score == 1.0);
     }
 }

@@ -18,8 +18,8 @@ pub struct Escalation {
     pub question: String,
 }
 
-/// Rule ids that failed in every evaluation (at least two), in first-seen order.
-fn always_failing(evals: &[EvalSeen]) -> Vec<String> {
+/// Rule ids that failed in every failed evaluation (at least two), in first-seen order.
+fn always_failing(evals: &[&EvalSeen]) -> Vec<String> {
     let Some(first) = evals.first() else {
         return Vec::new();
     };
@@ -86,13 +86,16 @@ impl Escalation {
             }
         }
         let feedback = cap(&lines.join("\n"), max_len);
-        let stuck = always_failing(evals);
-        let scores: Vec<f64> = evals.iter().map(|e| e.score).collect();
+        // A passing A evaluation followed by B's is one attempt judged twice: the pattern
+        // is looked for in the failures.
+        let failed: Vec<&EvalSeen> = evals.iter().filter(|e| !e.passed).collect();
+        let stuck = always_failing(&failed);
+        let scores: Vec<f64> = failed.iter().map(|e| e.score).collect();
         let pattern = if !stuck.is_empty() {
             Some(format!(
-                "{} failed in every one of {} evaluations",
+                "{} failed in every one of {} failed evaluations",
                 stuck.join(", "),
-                evals.len()
+                failed.len()
             ))
         } else if scores.len() >= 2 && scores.iter().all(|s| (s - scores[0]).abs() < 1e-9) {
             Some(format!(
@@ -119,9 +122,8 @@ impl Escalation {
                     None => "the check still fails".to_string(),
                 };
                 format!(
-                    "After {} attempt(s), {what}. Should the loop change its approach, \
-                     should the criteria change, or should it get more iterations?",
-                    tries.max(evals.len() as u64)
+                    "After {tries} attempt(s), {what}. Should the loop change its approach, \
+                     should the criteria change, or should it get more iterations?"
                 )
             }
         };
@@ -191,7 +193,7 @@ mod tests {
         );
         assert_eq!(
             e.pattern.as_deref(),
-            Some("tests failed in every one of 3 evaluations")
+            Some("tests failed in every one of 3 failed evaluations")
         );
         assert_eq!(
             e.feedback,

@@ -399,6 +399,16 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Vec<ConfigEr
             for m in transition::validate(&when, &loop_names, observer, declared) {
                 errors.push(err("when", &m));
             }
+            for r in &when {
+                if let transition::Condition::AfterTries(n) = r.condition
+                    && n > max_iterations
+                {
+                    warnings.push(format!(
+                        "when: {:?} can never fire: the loop stops after max_iterations = {max_iterations}",
+                        r.text
+                    ));
+                }
+            }
         }
     }
     if !errors.is_empty() {

@@ -119,7 +119,8 @@ impl MarkerScanner {
             m.line = Some(self.lines);
             self.seen.push(m);
         } else if let Some(v) = tag(line, "score") {
-            if let Some(x) = v.parse::<f64>().ok().filter(|x| x.is_finite()) {
+            // A score is a fraction: anything outside 0..=1 is not one.
+            if let Some(x) = v.parse::<f64>().ok().filter(|x| (0.0..=1.0).contains(x)) {
                 self.score = Some(x);
             }
         } else if let Some(v) = tag(line, "result") {

@@ -174,6 +174,11 @@ pub struct Cursor {
     pub last_failure: Option<String>,
     /// The payload of the last `phase_finished`: what a decision reads.
     pub last_finished: Option<Value>,
+    /// `evaluation_done` payloads (with their quality phase) and the `escalated` payload
+    /// written since the last phase ended and before its decision: a decision cut short by a
+    /// crash reuses them instead of writing them twice.
+    pub pending: Vec<(String, Value)>,
+    pub pending_escalation: Option<Value>,
 }
 
 /// One evaluation as the runner saw it.
@@ -252,6 +257,8 @@ impl Cursor {
                         }
                         self.last = Some((pos, end));
                         self.last_finished = Some(p.clone());
+                        self.pending.clear();
+                        self.pending_escalation = None;
                         self.undecided = p
                             .get("decide")
                             .and_then(Value::as_bool)
@@ -263,19 +270,21 @@ impl Cursor {
             Kind::Transition => {
                 let p = ev.payload_value();
                 self.undecided = None;
-                if p.get("observed").and_then(Value::as_bool).unwrap_or(false) {
+                self.pending.clear();
+                self.pending_escalation = None;
+                let observed = p.get("observed").and_then(Value::as_bool).unwrap_or(false);
+                if observed {
                     self.tries += 1;
+                    self.last_failure = p.get("feedback").and_then(Value::as_str).map(Into::into);
                 }
-                self.route = p
-                    .get("route")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|x| x.as_u64())
-                            .map(|x| x as usize)
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                // A decision that routes nowhere keeps what an earlier one queued.
+                if let Some(route) = p.get("route").and_then(Value::as_array) {
+                    self.route = route
+                        .iter()
+                        .filter_map(|x| x.as_u64())
+                        .map(|x| x as usize)
+                        .collect();
+                }
                 self.end = p.get("end").filter(|e| e.is_object()).map(|e| {
                     let s = |k: &str| e.get(k).and_then(Value::as_str).map(str::to_string);
                     Decided {
@@ -285,12 +294,12 @@ impl Cursor {
                         blocked: e.get("blocked").and_then(Value::as_bool).unwrap_or(false),
                     }
                 });
-                if let Some(f) = p.get("feedback").and_then(Value::as_str) {
-                    self.last_failure = Some(f.to_string());
-                }
             }
+            Kind::Escalated => self.pending_escalation = Some(ev.payload_value()),
             Kind::EvaluationDone => {
                 let p = ev.payload_value();
+                self.pending
+                    .push((ev.phase.as_deref().unwrap_or("A").to_string(), p.clone()));
                 let f = &ev.facts;
                 self.evaluations.push(EvalSeen {
                     iteration: ev.iteration.unwrap_or(0),
@@ -315,12 +324,12 @@ impl Cursor {
         match &self.last_loop {
             None => 0,
             Some((pos, end)) => {
-                let ended_by_marker = end.clean()
+                let ended_by_marker = end.settled()
                     && end
                         .marker
                         .as_ref()
                         .is_some_and(|m| m.directive != Directive::Continue);
-                if (pos.index + 1 == shape.loop_ && end.clean()) || ended_by_marker {
+                if (pos.index + 1 == shape.loop_ && end.settled()) || ended_by_marker {
                     pos.iteration
                 } else {
                     pos.iteration.saturating_sub(1)

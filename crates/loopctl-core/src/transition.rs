@@ -197,9 +197,11 @@ pub fn validate(
             }
         }
     }
-    let ceiling = rules
-        .iter()
-        .any(|r| matches!(r.condition, Condition::AfterTries(_)));
+    // Only an `after N tries` line that ends the run is a ceiling.
+    let ceiling = rules.iter().any(|r| {
+        matches!(r.condition, Condition::AfterTries(_))
+            && r.actions.last().is_some_and(Action::ends)
+    });
     if let Some(text) = back_edge
         && !ceiling
         && !max_iterations_declared
@@ -487,6 +489,12 @@ mod tests {
             validate(&r, &phases, 2, false).len(),
             1,
             "act is before observe"
+        );
+        let r = rules(&["it fails: reflect, then plan again", "after 3 tries: plan"]);
+        assert_eq!(
+            validate(&r, &phases, 2, false).len(),
+            1,
+            "a ceiling must end the run"
         );
         let r = rules(&["it passes: stop", "it fails: debug"]);
         let e = validate(&r, &phases, 2, true);

@@ -259,7 +259,10 @@ fn failing_at_the_iteration_limit_escalates_with_the_repeated_pattern() {
     assert_eq!(stopped(&ev)["reason"], "iteration_limit");
     let esc = &named(&ev, "escalated")[0]["payload"];
     assert_eq!(esc["trigger"], "iteration_limit");
-    assert_eq!(esc["pattern"], "tests failed in every one of 2 evaluations");
+    assert_eq!(
+        esc["pattern"],
+        "tests failed in every one of 2 failed evaluations"
+    );
     assert_eq!(esc["attempts_summary"].as_array().unwrap().len(), 2);
     let last = &named(&ev, "evaluation_done")[1]["payload"];
     assert_eq!(last["decision"]["action"], "escalate");
@@ -488,5 +491,166 @@ fn a_silent_phase_is_stopped_as_stalled_and_a_chatty_one_is_not() {
             .unwrap()
             .contains("wrote no output for 300ms"),
         "{stop}"
+    );
+}
+
+/// Cutting the log after a decision's `evaluation_done` (a crash mid-decision) and resuming
+/// reuses that evaluation: the resumed run ends exactly as the uninterrupted one.
+#[test]
+fn a_decision_cut_after_its_evaluation_resumes_to_the_same_outcome() {
+    let config =
+        json!({"loop": [{"name": "attempt", "run": echo("<|score: 0.5|>"), "evaluate": true}]});
+    let kinds = |ev: &[Value]| -> Vec<(String, Value)> {
+        ev.iter()
+            .filter(|e| e["event"] != "run_started" && e["event"] != "run_resumed")
+            .map(|e| {
+                (
+                    e["event"].as_str().unwrap().to_string(),
+                    e["iteration"].clone(),
+                )
+            })
+            .collect()
+    };
+    let whole = Sandbox::new();
+    assert_eq!(whole.run(config.clone(), &[]).0, 3);
+    for nth in [1, 2] {
+        let s = Sandbox::new();
+        assert_eq!(s.run(config.clone(), &[]).0, 3);
+        let log = s.run_dir().join("history.jsonl");
+        let text = std::fs::read_to_string(&log).unwrap();
+        let mut seen = 0;
+        let mut cut = String::new();
+        for l in text.lines() {
+            cut.push_str(l);
+            cut.push('\n');
+            if l.contains("\"evaluation_done\"") {
+                seen += 1;
+                if seen == nth {
+                    break;
+                }
+            }
+        }
+        std::fs::write(&log, cut).unwrap();
+        let out = s.cmd().args(["resume", "r1"]).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            kinds(&s.events()),
+            kinds(&whole.events()),
+            "cut after evaluation {nth}"
+        );
+        assert_eq!(
+            s.state()["stagnation_count"],
+            whole.state()["stagnation_count"]
+        );
+    }
+}
+
+#[test]
+fn an_abort_marker_blocks_even_when_the_rules_pass() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"criteria": {"rules": [{"id": "ok", "check": "true"}]},
+               "loop": [{"name": "work", "run": echo("<|workflow: abort | need credentials|>")}]}),
+        &[],
+    );
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        s.sentinel().contains("REASON=need credentials"),
+        "{}",
+        s.sentinel()
+    );
+    assert_eq!(transitions(&s.events())[0]["source"], "marker");
+}
+
+/// An observed phase's failing exit status fails its evaluation, whatever the rules said.
+#[test]
+fn a_failing_observed_phase_cannot_pass_on_its_rules() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"max_iterations": 2,
+               "criteria": {"rules": [{"id": "lint", "check": "true"}]},
+               "loop": [{"name": "test", "run": "echo '2 tests failed' >&2; exit 1", "evaluate": true}]}),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ev = s.events();
+    let first = &named(&ev, "evaluation_done")[0]["payload"];
+    assert_eq!(first["passed"], false);
+    assert_eq!(first["failed"], json!(["exit-status"]));
+    assert!(
+        first["decision"]["feedback"]
+            .as_str()
+            .unwrap()
+            .contains("2 tests failed")
+    );
+    assert_eq!(stopped(&ev)["reason"], "iteration_limit");
+    assert_eq!(s.state()["status"], "stopped");
+}
+
+/// The seed's stop conditions come before a `when` rule that only routes: a warn-only failure
+/// is `no_major_issues` even with `it fails: reflect, then plan again`.
+#[test]
+fn stop_conditions_outrank_routing_rules_and_attempt_rules_outrank_branches() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"max_iterations": 4,
+               "criteria": {"rules": [{"id": "style", "severity": "warn", "check": "false"}, {"id": "t", "check": "true"}]},
+               "when": ["it fails: reflect, then plan again"],
+               "loop": [{"name": "plan", "run": "true"}, {"name": "observe", "run": "true", "evaluate": true},
+                        {"name": "reflect", "run": "true"}]}),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(stopped(&s.events())["reason"], "no_major_issues");
+
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"max_iterations": 5,
+               "when": ["after 2 tries: stop and warn", "it fails: act"],
+               "loop": [{"name": "act", "run": "true"},
+                        {"name": "observe", "run": "exit 1", "evaluate": true,
+                         "transition": {"on_failure": "act"}}]}),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ev = s.events();
+    assert_eq!(phases(&ev), ["act@1", "observe@1", "act@2", "observe@2"]);
+    let t = transitions(&ev);
+    assert_eq!(
+        t[0]["source"], "on_failure",
+        "the branch before the plain fail rule"
+    );
+    assert_eq!(t[1]["source"], "when");
+    assert_eq!(stopped(&ev)["reason"], "attempt_limit");
+}
+
+/// A routed phase whose own branches match nothing keeps the rest of the route.
+#[test]
+fn a_queued_route_survives_a_phase_that_routes_nowhere() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"max_iterations": 2,
+               "when": ["it fails: reflect, then plan again", "it passes: stop"],
+               "loop": [{"name": "plan", "run": "true"},
+                        {"name": "observe", "run": "test $LOOPCTL_ITERATION -ge 2", "evaluate": true},
+                        {"name": "reflect", "run": "echo nothing-to-route",
+                         "transition": {"branches": [{"operator": "equals", "when": "x", "goto": "extra"}]}},
+                        {"name": "extra", "run": "true"}]}),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        phases(&s.events()),
+        ["plan@1", "observe@1", "reflect@1", "plan@2", "observe@2"]
+    );
+    assert_eq!(
+        stopped(&s.events())["reason"],
+        "passed",
+        "a bare `it passes` rule"
     );
 }

@@ -9,7 +9,7 @@ use loopctl_core::criteria::{
 };
 use loopctl_core::escalation::Escalation;
 use loopctl_core::markers::Directive;
-use loopctl_core::transition::{self, Action, Condition, END, Observed, Route};
+use loopctl_core::transition::{self, Action, Condition, END, Observed, Route, WhenRule};
 use loopctl_core::{postmortem, stagnation};
 
 use super::*;
@@ -26,6 +26,9 @@ fn fresh(dir: &Path, stem: &str, ext: &str) -> String {
 }
 
 impl Runner {
+    /// The order: the stall watchdog; `blocked` (a `blocked:` rule, else the abort marker);
+    /// `after N tries` rules; the seed's stop conditions; the phase's branches; the other
+    /// `when` rules; else the loop goes on in order.
     pub(super) fn decide(&mut self, pos: Pos) -> Result<()> {
         let spec = self.phase(&pos).clone();
         let fin = self.cursor.last_finished.clone().unwrap_or(Value::Null);
@@ -37,7 +40,11 @@ impl Runner {
             .and_then(|e| e.marker.clone())
             .filter(|m| m.directive == Directive::Abort);
         let reported = fin.get("score").is_some() || fin.get("evaluation").is_some();
-        let observed = pos.kind == PhaseKind::Loop && (self.cfg.observes(pos.index) || reported);
+        // A phase that failed without a verdict is a phase failure, not something to judge.
+        let settled = clean || verdict.is_some();
+        let observed =
+            pos.kind == PhaseKind::Loop && settled && (self.cfg.observes(pos.index) || reported);
+        let step = Some((spec.name.as_str(), pos.iteration));
         let mut t = json!({"from": spec.name, "kind": pos.kind.as_str(), "index": pos.index,
                            "observed": observed});
         if end.as_ref().is_some_and(|e| e.stop_reason == STALLED) {
@@ -45,11 +52,11 @@ impl Runner {
             t["source"] = json!("stagnation");
             t["end"] = json!({"reason": "stagnation",
                               "detail": format!("stalled: {}", fin.get("error").and_then(Value::as_str).unwrap_or("no output"))});
-            self.emit(Kind::Transition, Some((&spec.name, pos.iteration)), t)?;
+            self.emit(Kind::Transition, step, t)?;
             return self.write_run_json();
         }
         let eval = if observed {
-            self.evaluate(&spec, pos, &fin)?
+            self.evaluate(&spec, pos, &fin, verdict)?
         } else {
             None
         };
@@ -60,18 +67,19 @@ impl Runner {
         let passed = match &eval {
             Some(e) => e.passed,
             None => verdict.unwrap_or(clean),
-        };
+        } && abort.is_none();
         let o = Observed {
             blocked: abort.is_some(),
-            passed: passed && abort.is_none(),
-            goal_met: match &eval {
-                Some(e) => e.passed && e.level == Some(Level::B),
-                None => passed,
-            },
+            passed,
+            goal_met: passed
+                && match &eval {
+                    Some(e) => e.level == Some(Level::B),
+                    None => true,
+                },
             tries: self.cursor.tries + u64::from(observed),
         };
         t["outcome"] = json!({"blocked": o.blocked, "passed": o.passed, "goal_met": o.goal_met, "tries": o.tries});
-        let failure = (!passed).then(|| match &eval {
+        let failure = (observed && !passed && !o.blocked).then(|| match &eval {
             Some(e) => criteria::feedback(e, self.cfg.feedback_max_length),
             None => fin
                 .get("error")
@@ -83,137 +91,56 @@ impl Runner {
         if let Some(f) = &failure {
             t["feedback"] = json!(f);
         }
-        let end_with = |t: &mut Value, source: &str, reason: &str| {
-            t["source"] = json!(source);
-            t["end"] = json!({ "reason": reason });
-        };
-        let mut decided = false;
-        // 1. The phase's own branches.
-        if let Some(tr) = &spec.transition {
-            let result = transition::result_string(
-                fin.get("result_marker").and_then(Value::as_str),
-                fin.get("result").and_then(Value::as_str),
-            );
-            t["result"] = json!(result);
-            let goto = |t: &mut Value, source: &str, to: &str| {
-                t["source"] = json!(source);
-                t["goto"] = json!([to]);
-                t["route"] = json!([self.cfg.loop_index(to)]);
-            };
-            match transition::route(tr, !clean, result) {
-                Route::OnFailure(to) if to == END => end_with(&mut t, "on_failure", "goto_end"),
-                Route::OnFailure(to) => goto(&mut t, "on_failure", to),
-                Route::Branch(i, to) => {
-                    t["branch"] = json!(i);
-                    if to == END {
-                        end_with(&mut t, "branch", "goto_end");
-                    } else {
-                        goto(&mut t, "branch", to);
-                    }
-                }
-                Route::Fail => t["source"] = json!("on_failure"),
-                Route::None => {}
-            }
-            decided = t.get("source").is_some();
-        }
-        // 2. The loop's `when` rules, on an observed phase.
-        if !decided
-            && observed
-            && let Some(rule) = transition::pick(&self.cfg.when, &o).cloned()
-        {
-            decided = true;
-            t["source"] = json!("when");
-            t["rule"] = json!(rule.text);
-            t["condition"] = json!(rule.condition.name());
-            let threshold_met = eval
-                .as_ref()
-                .is_some_and(|e| e.passed && e.level == Some(Level::B));
-            let reason = match rule.condition {
-                Condition::Blocked => "blocked",
-                Condition::AfterTries(_) => "attempt_limit",
-                Condition::PassesGoalMet | Condition::Passes if threshold_met => {
-                    "threshold_reached"
-                }
-                Condition::PassesGoalMet => "goal_met",
-                Condition::Passes => "passed",
-                Condition::Fails => "check_failed",
-            };
-            let mut goto = Vec::new();
-            for a in &rule.actions {
-                match a {
-                    Action::Goto(name) => goto.push(name.clone()),
-                    Action::Stop => t["end"] = json!({ "reason": reason }),
-                    Action::StopAndWarn => {
-                        let warning = format!(
-                            "stopped by {:?} after {} observation(s){}",
-                            rule.text,
-                            o.tries,
-                            failure
-                                .as_deref()
-                                .map(|f| format!(
-                                    "; last failure: {}",
-                                    f.lines().next().unwrap_or("")
-                                ))
-                                .unwrap_or_default()
-                        );
-                        t["end"] = json!({ "reason": reason, "warning": warning });
-                    }
-                    Action::AskHuman => {
-                        let label = abort.as_ref().and_then(|m| m.label.clone());
-                        let esc = self.escalate(
-                            "ask_a_human",
-                            pos,
-                            failure.as_deref(),
-                            label.as_deref(),
-                        )?;
-                        t["end"] = json!({ "reason": "escalated", "blocked": true, "detail": esc.question });
-                    }
-                }
-            }
-            if !goto.is_empty() {
-                let route: Vec<Option<usize>> =
-                    goto.iter().map(|g| self.cfg.loop_index(g)).collect();
-                t["goto"] = json!(goto);
-                t["route"] = json!(route);
-            }
-        }
-        // 3. The seed's stop conditions. A stagnation stop also outranks a `when` rule that
-        //    routes onward: the thrash guard always wins.
-        let stag = if observed {
-            self.stagnation_stop()
+        let rule = if observed {
+            transition::pick(&self.cfg.when, &o).cloned()
         } else {
             None
         };
-        if t.get("end").is_none() {
-            let stop = match (&eval, decided) {
-                (Some(e), false) => match criteria::after_evaluation(
-                    e,
-                    Circumstances {
-                        at_limit: pos.iteration >= self.cfg.max_iterations,
-                        stagnating: stag.is_some(),
-                        ..Circumstances::default()
-                    },
-                ) {
-                    AfterEvaluation::Stop(r) => Some(r),
-                    _ => None,
-                },
-                _ => stag.as_ref().map(|_| criteria::StopReason::Stagnation),
-            };
-            if let Some(r) = stop {
-                end_with(&mut t, "criteria", r.as_str());
-                if r == criteria::StopReason::Stagnation {
-                    t["source"] = json!("stagnation");
-                    t["end"]["detail"] = json!(stag);
-                    if let Some(o) = t.as_object_mut() {
-                        o.remove("goto");
-                        o.remove("route");
-                    }
-                }
+        let guard = rule
+            .as_ref()
+            .filter(|r| matches!(r.condition, Condition::Blocked | Condition::AfterTries(_)));
+        let at_limit = pos.kind == PhaseKind::Loop && pos.iteration >= self.cfg.max_iterations;
+        if let Some(r) = guard {
+            // 1-2. `blocked:` and `after N tries` rules: the thrash guard always wins.
+            self.apply_rule(
+                &mut t,
+                r,
+                &o,
+                eval.as_ref(),
+                failure.as_deref(),
+                &abort,
+                pos,
+            )?;
+        } else if o.blocked {
+            // No rule for it: the abort marker ends the run BLOCKED (Avenor's meaning).
+            t["source"] = json!("marker");
+        } else if let Some(reason) = self.stop_condition(observed, eval.as_ref(), &o, at_limit) {
+            // 3. The seed's stop conditions.
+            t["source"] = json!(if reason.starts_with("stagnation") {
+                "stagnation"
+            } else {
+                "criteria"
+            });
+            match reason.split_once(": ") {
+                Some((r, detail)) => t["end"] = json!({"reason": r, "detail": detail}),
+                None => t["end"] = json!({"reason": reason}),
+            }
+        } else if !self.route_branches(&mut t, &spec, clean, observed, &fin) {
+            // 5. The other `when` rules.
+            if let Some(r) = &rule {
+                self.apply_rule(
+                    &mut t,
+                    r,
+                    &o,
+                    eval.as_ref(),
+                    failure.as_deref(),
+                    &abort,
+                    pos,
+                )?;
             }
         }
-        // Seed 002: failing at the iteration limit escalates, unless a rule ended the run
-        // another way (a `stop` the user asked for, or `ask a human`, which reported already).
-        let at_limit = pos.iteration >= self.cfg.max_iterations && pos.kind == PhaseKind::Loop;
+        // Seed 002: failing at the iteration limit escalates, unless the run ends another
+        // way (a `stop` rule, `ask a human`, which reported already, or stagnation).
         let ends_otherwise = t
             .pointer("/end/reason")
             .and_then(Value::as_str)
@@ -224,8 +151,137 @@ impl Runner {
         if t.get("source").is_none() {
             t["source"] = json!("none");
         }
-        self.emit(Kind::Transition, Some((&spec.name, pos.iteration)), t)?;
+        self.emit(Kind::Transition, step, t)?;
         self.write_run_json()
+    }
+
+    /// The seed's stop conditions, in its order, as `reason` or `reason: detail`.
+    fn stop_condition(
+        &self,
+        observed: bool,
+        eval: Option<&Evaluation>,
+        o: &Observed,
+        at_limit: bool,
+    ) -> Option<String> {
+        if !observed {
+            return None;
+        }
+        // A passing evaluation is progress, whatever the score did.
+        let stag = (!o.passed).then(|| self.stagnation_stop()).flatten();
+        match eval {
+            Some(e) => match criteria::after_evaluation(
+                e,
+                Circumstances {
+                    at_limit,
+                    stagnating: stag.is_some(),
+                    ..Circumstances::default()
+                },
+            ) {
+                AfterEvaluation::Stop(criteria::StopReason::Stagnation) => {
+                    stag.map(|d| format!("stagnation: {d}"))
+                }
+                AfterEvaluation::Stop(r) => Some(r.as_str().to_string()),
+                _ => None,
+            },
+            None if at_limit && !o.passed => Some("iteration_limit".into()),
+            None => stag.map(|d| format!("stagnation: {d}")),
+        }
+    }
+
+    /// Routes on the phase's `transition`; false when it has none or nothing matched.
+    fn route_branches(
+        &self,
+        t: &mut Value,
+        spec: &Phase,
+        clean: bool,
+        observed: bool,
+        fin: &Value,
+    ) -> bool {
+        let Some(tr) = &spec.transition else {
+            return false;
+        };
+        let result = transition::result_string(
+            fin.get("result_marker").and_then(Value::as_str),
+            fin.get("result").and_then(Value::as_str),
+        );
+        t["result"] = json!(result);
+        let goto = |t: &mut Value, source: &str, to: &str| {
+            t["source"] = json!(source);
+            if to == END {
+                t["end"] = json!({"reason": "goto_end"});
+            } else {
+                t["goto"] = json!([to]);
+                t["route"] = json!([self.cfg.loop_index(to)]);
+            }
+        };
+        match transition::route(tr, !clean, result) {
+            Route::OnFailure(to) => goto(t, "on_failure", to),
+            Route::Branch(i, to) => {
+                t["branch"] = json!(i);
+                goto(t, "branch", to);
+            }
+            // An observed phase's failed verdict is for the `when` rules to judge.
+            Route::Fail if observed => return false,
+            Route::Fail => t["source"] = json!("on_failure"),
+            Route::None => return false,
+        }
+        true
+    }
+
+    /// Applies a `when` rule's actions to the transition being written.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_rule(
+        &mut self,
+        t: &mut Value,
+        rule: &WhenRule,
+        o: &Observed,
+        eval: Option<&Evaluation>,
+        failure: Option<&str>,
+        abort: &Option<loopctl_core::markers::Marker>,
+        pos: Pos,
+    ) -> Result<()> {
+        t["source"] = json!("when");
+        t["rule"] = json!(rule.text);
+        t["condition"] = json!(rule.condition.name());
+        let threshold_met = eval.is_some_and(|e| e.passed && e.level == Some(Level::B));
+        let reason = match rule.condition {
+            Condition::Blocked => "blocked",
+            Condition::AfterTries(_) => "attempt_limit",
+            Condition::PassesGoalMet | Condition::Passes if threshold_met => "threshold_reached",
+            Condition::PassesGoalMet => "goal_met",
+            Condition::Passes => "passed",
+            Condition::Fails => "check_failed",
+        };
+        let mut goto = Vec::new();
+        for a in &rule.actions {
+            match a {
+                Action::Goto(name) => goto.push(name.clone()),
+                Action::Stop => t["end"] = json!({ "reason": reason }),
+                Action::StopAndWarn => {
+                    let last = failure
+                        .and_then(|f| f.lines().next())
+                        .map(|f| format!("; last failure: {f}"))
+                        .unwrap_or_default();
+                    let warning = format!(
+                        "stopped by {:?} after {} observation(s){last}",
+                        rule.text, o.tries
+                    );
+                    t["end"] = json!({ "reason": reason, "warning": warning });
+                }
+                Action::AskHuman => {
+                    let label = abort.as_ref().and_then(|m| m.label.clone());
+                    let esc = self.escalate("ask_a_human", pos, failure, label.as_deref())?;
+                    t["end"] =
+                        json!({ "reason": "escalated", "blocked": true, "detail": esc.question });
+                }
+            }
+        }
+        if !goto.is_empty() {
+            let route: Vec<Option<usize>> = goto.iter().map(|g| self.cfg.loop_index(g)).collect();
+            t["goto"] = json!(goto);
+            t["route"] = json!(route);
+        }
+        Ok(())
     }
 
     /// The evidence of a stagnation the loop stops on (`stagnation.stop_on`, default the
@@ -243,7 +299,15 @@ impl Runner {
 
     /// Evaluates the phase's work at the current quality phase, switching to B and judging the
     /// same work again when A passes. Writes `evaluation_done` (and `phase_switched`).
-    fn evaluate(&mut self, spec: &Phase, pos: Pos, fin: &Value) -> Result<Option<Evaluation>> {
+    /// Evaluations already written for this phase (a resume after a crash mid-decision) are
+    /// reused, not run again, so the log never holds two for one observation.
+    fn evaluate(
+        &mut self,
+        spec: &Phase,
+        pos: Pos,
+        fin: &Value,
+        verdict: Option<bool>,
+    ) -> Result<Option<Evaluation>> {
         let criteria = self.cfg.criteria.clone().unwrap_or_default();
         let report = fin
             .get("evaluation")
@@ -253,33 +317,56 @@ impl Runner {
                     .and_then(Value::as_f64)
                     .map(SelfReport::from_score)
             });
+        let step = Some((spec.name.as_str(), pos.iteration));
         let mut level = Level::parse(&self.state.phase).unwrap_or(Level::A);
         loop {
-            let checks = self.run_checks(&criteria, level, pos)?;
-            if self.control.interrupted().is_some() {
-                return Ok(None);
-            }
-            let Some(e) = criteria::evaluate(&criteria, level, &checks, report.as_ref()) else {
-                return Ok(None);
+            let written = self
+                .cursor
+                .pending
+                .iter()
+                .find(|(l, _)| l == level.as_str())
+                .and_then(|(_, p)| serde_json::from_value::<Evaluation>(p.clone()).ok());
+            let e = match written {
+                Some(mut e) => {
+                    e.level = Some(level);
+                    e
+                }
+                None => {
+                    let checks = self.run_checks(&criteria, level, pos)?;
+                    if self.control.interrupted().is_some() {
+                        return Ok(None);
+                    }
+                    let Some(mut e) =
+                        criteria::evaluate(&criteria, level, &checks, report.as_ref())
+                    else {
+                        return Ok(None);
+                    };
+                    if verdict == Some(false) {
+                        let error = fin.get("error").and_then(Value::as_str).map(str::to_string);
+                        criteria::fail_exit_status(&mut e, error);
+                    }
+                    let decision = criteria::decide(
+                        &e,
+                        pos.iteration,
+                        self.cfg.max_iterations,
+                        self.cfg.feedback_max_length,
+                    );
+                    let mut payload = serde_json::to_value(&e).unwrap_or(Value::Null);
+                    payload["decision"] = serde_json::to_value(&decision).unwrap_or(Value::Null);
+                    self.emit_in(Kind::EvaluationDone, step, Some(level.as_str()), payload)?;
+                    e
+                }
             };
-            let decision = criteria::decide(
-                &e,
-                pos.iteration,
-                self.cfg.max_iterations,
-                self.cfg.feedback_max_length,
-            );
-            let mut payload = serde_json::to_value(&e).unwrap_or(Value::Null);
-            payload["decision"] = serde_json::to_value(&decision).unwrap_or(Value::Null);
-            let step = Some((spec.name.as_str(), pos.iteration));
-            self.emit_in(Kind::EvaluationDone, step, Some(level.as_str()), payload)?;
             if level == Level::A && e.passed {
                 level = Level::B;
-                self.emit_in(
-                    Kind::PhaseSwitched,
-                    step,
-                    Some("B"),
-                    json!({"from_phase": "A", "to_phase": "B"}),
-                )?;
+                if self.state.phase != "B" {
+                    self.emit_in(
+                        Kind::PhaseSwitched,
+                        step,
+                        Some("B"),
+                        json!({"from_phase": "A", "to_phase": "B"}),
+                    )?;
+                }
                 continue;
             }
             return Ok(Some(e));
@@ -365,6 +452,15 @@ impl Runner {
         failure: Option<&str>,
         question: Option<&str>,
     ) -> Result<Escalation> {
+        // Written already, before a crash cut the decision short: the same report stands.
+        if let Some(esc) = self
+            .cursor
+            .pending_escalation
+            .as_ref()
+            .and_then(|p| serde_json::from_value::<Escalation>(p.clone()).ok())
+        {
+            return Ok(esc);
+        }
         let esc = Escalation::build(
             trigger,
             &self.cursor.evaluations,
