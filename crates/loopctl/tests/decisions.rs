@@ -447,6 +447,20 @@ fn a_check_that_never_passes_stops_with_stagnation_and_postmortem_shows_why() {
     for want in ["stagnation", "repeated_failure", "parses-months"] {
         assert!(md.contains(want), "{want} missing from\n{md}");
     }
+    let pj = s
+        .cmd()
+        .args(["postmortem", "r1", "--format", "json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&pj.stdout).unwrap();
+    let text = report.to_string();
+    assert_eq!(report["stop"]["reason"], "stagnation", "{text}");
+    assert_eq!(
+        report["distance_to_success"]["blocking_rules"],
+        json!(["parses-months"])
+    );
+    assert_eq!(report["transitions"][0]["goto"], json!(["reflect", "plan"]));
+    assert_eq!(report["transitions"][2]["source"], "stagnation");
     let st = s
         .cmd()
         .args(["stagnation", "r1", "--json"])
