@@ -245,9 +245,10 @@ pub struct Runner {
     snapshots: SnapshotWriter,
 }
 
-pub(crate) fn now() -> Ts {
+/// The wall clock, in milliseconds: the edge where `now` enters loopctl.
+pub fn now() -> Ts {
     let ms = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
-    Ts::from_millis(ms as i64)
+    Ts::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
 /// `<stem>-<yyyyMMdd-HHmmss>`, aif-loop's id shape, so `task_alias` comes out as the stem.

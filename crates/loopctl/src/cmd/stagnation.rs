@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Args as ClapArgs;
 use loopctl_core::stagnation::{Config, Reset, Verdict, assess};
 use loopctl_core::trace::{Trace, Traces};
-use loopctl_core::{Outcome, RunState, Ts};
+use loopctl_core::{Outcome, RunState};
 use loopctl_store::discover::RunRef;
 use loopctl_store::read::{for_each_event, replay_file};
 use owo_colors::OwoColorize;
@@ -149,11 +149,7 @@ pub fn load(ctx: &Ctx, run: RunRef) -> anyhow::Result<Loaded> {
     })
 }
 
-/// The wall clock: the CLI is the edge where `now` comes in.
-pub fn now() -> Ts {
-    let ms = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
-    Ts::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
-}
+pub use loopctl_runner::now;
 
 /// Text for one run's verdict.
 pub fn verdict_text(state: &RunState, log: &std::path::Path, v: &Verdict) -> String {

@@ -105,8 +105,10 @@ fn parse_since(s: &str) -> anyhow::Result<Ts> {
     let d = humantime::parse_duration(s).with_context(|| {
         format!("--since {s:?}: neither an RFC 3339 time nor a duration (10m, 2h)")
     })?;
-    let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
-    Ok(Ts::from_millis(now as i64 - d.as_millis() as i64))
+    let now = loopctl_runner::now().millis();
+    Ok(Ts::from_millis(now.saturating_sub(
+        i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+    )))
 }
 
 /// A followed log and what is known about it.
