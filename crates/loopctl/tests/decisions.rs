@@ -668,3 +668,29 @@ fn a_queued_route_survives_a_phase_that_routes_nowhere() {
         "a bare `it passes` rule"
     );
 }
+
+/// Cut after the escalation report of the last iteration: resume writes it once, not twice.
+#[test]
+fn a_decision_cut_after_its_escalation_does_not_escalate_twice() {
+    let s = Sandbox::new();
+    let config = json!({"max_iterations": 1,
+                        "criteria": {"rules": [{"id": "tests", "check": "exit 1"}]},
+                        "loop": [{"name": "work", "run": "true"}]});
+    assert_eq!(s.run(config, &[]).0, 0);
+    let log = s.run_dir().join("history.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let end = text.find("\"escalated\"").unwrap();
+    let end = end + text[end..].find('\n').unwrap() + 1;
+    std::fs::write(&log, &text[..end]).unwrap();
+    let out = s.cmd().args(["resume", "r1"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ev = s.events();
+    assert_eq!(named(&ev, "escalated").len(), 1);
+    assert_eq!(named(&ev, "evaluation_done").len(), 1);
+    assert_eq!(stopped(&ev)["reason"], "iteration_limit");
+}
