@@ -647,6 +647,9 @@ mod tests {
         assert!(f.decides());
         assert!(!f.observes(0) && f.observes(1) && !f.observes(2));
         assert_eq!(f.loop_index("reflect"), Some(2));
+        // Resume reads the loop back from the run_started payload: it must round-trip.
+        let back: LoopFile = serde_json::from_value(serde_json::to_value(f).unwrap()).unwrap();
+        assert_eq!(&back, f);
         // Without an `evaluate` phase, the last loop phase is observed.
         let q = parse(
             r#"{"when": ["it passes: stop"], "loop": [{"name": "a", "run": "x"}, {"name": "b", "run": "y"}]}"#,
