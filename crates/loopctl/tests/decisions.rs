@@ -694,3 +694,70 @@ fn a_decision_cut_after_its_escalation_does_not_escalate_twice() {
     assert_eq!(named(&ev, "evaluation_done").len(), 1);
     assert_eq!(stopped(&ev)["reason"], "iteration_limit");
 }
+
+/// `stop_on: ["no_change"]` in a git work tree: an iteration that leaves HEAD and the work tree
+/// as it found them stops the run; one that commits each time runs on.
+#[test]
+fn an_iteration_that_changes_nothing_in_git_stops_and_one_that_commits_does_not() {
+    let config = |work: &str| {
+        json!({"max_iterations": 3, "stagnation": {"stop_on": ["no_change"]},
+               "loop": [{"name": "work", "run": work},
+                        {"name": "observe", "run": "exit 1", "evaluate": true}]})
+    };
+    let repo = || {
+        let s = Sandbox::new();
+        git(&s.dir, &["init", "-q"]);
+        std::fs::write(s.dir.join(".gitignore"), ".loopctl\nsentinel\nloop.json\n").unwrap();
+        git(&s.dir, &["add", "."]);
+        git(&s.dir, &["commit", "-qm", "start"]);
+        s
+    };
+    let idle = repo();
+    let (code, err) = idle.run(config("true"), &[]);
+    assert_eq!(code, 3, "{err}");
+    let ev = idle.events();
+    assert!(named(&ev, "phase_started")[0]["payload"]["worktree"].is_string());
+    let stop = stopped(&ev);
+    assert_eq!(stop["reason"], "stagnation");
+    assert!(
+        stop["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("no_change: iterations 1"),
+        "{stop}"
+    );
+
+    let busy = repo();
+    let commit = "echo $LOOPCTL_ITERATION > f.txt && git add f.txt && git -c user.name=t -c user.email=t@t -c commit.gpgsign=false commit -qm it";
+    let (code, err) = busy.run(config(commit), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(stopped(&busy.events())["reason"], "iteration_limit");
+}
+
+/// `stop_on: ["oscillation"]`: a score going up and down with no net progress stops the run,
+/// where the seed's score rule alone (reset by every rise) would not.
+#[test]
+fn a_score_that_oscillates_stops_with_stagnation() {
+    let s = Sandbox::new();
+    let flip = format!(
+        "if [ $((LOOPCTL_ITERATION % 2)) = 1 ]; then {}; else {}; fi",
+        echo("<|score: 0.5|>"),
+        echo("<|score: 0.6|>")
+    );
+    let (code, err) = s.run(
+        json!({"max_iterations": 8, "stagnation": {"stop_on": ["score", "oscillation"]},
+               "loop": [{"name": "attempt", "run": flip, "evaluate": true}]}),
+        &[],
+    );
+    assert_eq!(code, 3, "{err}");
+    let ev = s.events();
+    assert_eq!(named(&ev, "evaluation_done").len(), 5);
+    let stop = stopped(&ev);
+    assert!(
+        stop["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("oscillation: "),
+        "{stop}"
+    );
+}

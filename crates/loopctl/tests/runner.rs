@@ -1,7 +1,6 @@
 //! End-to-end tests of `loopctl run`, `resume`, `stop` and `clean`, with phases that are
 //! small shell commands.
 
-use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -492,25 +491,6 @@ fn prompts_are_templates_passed_as_one_argv_element_or_on_stdin() {
         std::fs::read_to_string(s.dir.join("q.stdin")).unwrap(),
         "stdin r1"
     );
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let ok = std::process::Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-        .status
-        .success();
-    assert!(ok, "git {args:?}");
 }
 
 #[test]

@@ -95,3 +95,23 @@ pub fn phases(events: &[Value]) -> Vec<String> {
 pub fn echo(line: &str) -> String {
     format!("printf '%s\\n' '{line}'")
 }
+
+/// Runs git in `dir` with a throwaway identity; panics when it fails.
+pub fn git(dir: &Path, args: &[&str]) {
+    let ok = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "git {args:?}");
+}
