@@ -100,8 +100,32 @@ impl Runner {
             .as_ref()
             .filter(|r| matches!(r.condition, Condition::Blocked | Condition::AfterTries(_)));
         let at_limit = pos.kind == PhaseKind::Loop && pos.iteration >= self.cfg.max_iterations;
-        if let Some(r) = guard {
+        let apply = if guard.is_some() {
             // 1-2. `blocked:` and `after N tries` rules: the thrash guard always wins.
+            guard
+        } else if o.blocked {
+            // No rule for it: the abort marker ends the run BLOCKED (Avenor's meaning).
+            t["source"] = json!("marker");
+            None
+        } else if let Some((reason, detail)) =
+            self.stop_condition(observed, eval.as_ref(), &o, at_limit)
+        {
+            // 3. The seed's stop conditions.
+            let stagnation = reason == criteria::StopReason::Stagnation;
+            t["source"] = json!(if stagnation { "stagnation" } else { "criteria" });
+            t["end"] = json!({"reason": reason.as_str()});
+            if let Some(d) = detail {
+                t["end"]["detail"] = json!(d);
+            }
+            None
+        } else if self.route_branches(&mut t, &spec, clean, observed, &fin) {
+            // 4. The phase's branches.
+            None
+        } else {
+            // 5. The other `when` rules.
+            rule.as_ref()
+        };
+        if let Some(r) = apply {
             self.apply_rule(
                 &mut t,
                 r,
@@ -111,33 +135,6 @@ impl Runner {
                 &abort,
                 pos,
             )?;
-        } else if o.blocked {
-            // No rule for it: the abort marker ends the run BLOCKED (Avenor's meaning).
-            t["source"] = json!("marker");
-        } else if let Some(reason) = self.stop_condition(observed, eval.as_ref(), &o, at_limit) {
-            // 3. The seed's stop conditions.
-            t["source"] = json!(if reason.starts_with("stagnation") {
-                "stagnation"
-            } else {
-                "criteria"
-            });
-            match reason.split_once(": ") {
-                Some((r, detail)) => t["end"] = json!({"reason": r, "detail": detail}),
-                None => t["end"] = json!({"reason": reason}),
-            }
-        } else if !self.route_branches(&mut t, &spec, clean, observed, &fin) {
-            // 5. The other `when` rules.
-            if let Some(r) = &rule {
-                self.apply_rule(
-                    &mut t,
-                    r,
-                    &o,
-                    eval.as_ref(),
-                    failure.as_deref(),
-                    &abort,
-                    pos,
-                )?;
-            }
         }
         // Seed 002: failing at the iteration limit escalates, unless the run ends another
         // way (a `stop` rule, `ask a human`, which reported already, or stagnation).
@@ -155,20 +152,21 @@ impl Runner {
         self.write_run_json()
     }
 
-    /// The seed's stop conditions, in its order, as `reason` or `reason: detail`.
+    /// The seed's stop conditions, in its order, with the evidence of a stagnation stop.
     fn stop_condition(
         &self,
         observed: bool,
         eval: Option<&Evaluation>,
         o: &Observed,
         at_limit: bool,
-    ) -> Option<String> {
+    ) -> Option<(criteria::StopReason, Option<String>)> {
+        use criteria::StopReason::{IterationLimit, Stagnation};
         if !observed {
             return None;
         }
         // A passing evaluation is progress, whatever the score did.
         let stag = (!o.passed).then(|| self.stagnation_stop()).flatten();
-        match eval {
+        let reason = match eval {
             Some(e) => match criteria::after_evaluation(
                 e,
                 Circumstances {
@@ -177,15 +175,14 @@ impl Runner {
                     ..Circumstances::default()
                 },
             ) {
-                AfterEvaluation::Stop(criteria::StopReason::Stagnation) => {
-                    stag.map(|d| format!("stagnation: {d}"))
-                }
-                AfterEvaluation::Stop(r) => Some(r.as_str().to_string()),
-                _ => None,
+                AfterEvaluation::Stop(r) => r,
+                _ => return None,
             },
-            None if at_limit && !o.passed => Some("iteration_limit".into()),
-            None => stag.map(|d| format!("stagnation: {d}")),
-        }
+            None if at_limit && !o.passed => IterationLimit,
+            None if stag.is_some() => Stagnation,
+            None => return None,
+        };
+        Some((reason, stag.filter(|_| reason == Stagnation)))
     }
 
     /// Routes on the phase's `transition`; false when it has none or nothing matched.
