@@ -46,8 +46,8 @@ pub struct Common {
     json: bool,
 }
 
-/// Run a loop file: pre phases once, loop phases until an exit marker, an abort marker or
-/// max_iterations, then post phases. Every fact goes to <root>/<run-id>/history.jsonl first;
+/// Run a loop file: pre phases once, loop phases until an exit marker, an abort marker, a
+/// decision (criteria, when rules, branches, stagnation) or max_iterations, then post phases. Every fact goes to <root>/<run-id>/history.jsonl first;
 /// run.json, the sentinel and --on-event are projections of it. An Avenor loop file runs
 /// unchanged.
 #[derive(ClapArgs)]
@@ -60,8 +60,13 @@ LOOPCTL_ITERATION, LOOPCTL_MAX_ITERATIONS, LOOPCTL_WORKDIR, LOOPCTL_ATTEMPT, LOO
 Markers: a whole output line <|workflow: exit | label|> ends the loop (then post phases run);
 <|workflow: abort | reason|> ends it BLOCKED. Markers inside ``` or ~~~ fences are ignored.
 
-Exit code = the sentinel's: 0 DONE, 5 BLOCKED, the phase's code for FAILED, 124 TIMEOUT,
-130 KILLED; 1 for a loop file that does not validate.
+Decisions (docs/decisions.md): "criteria" rules with check commands, or a phase's own
+<|score: 0.8|> / JSON evaluation, score the work (phase A, then B); "when" lines such as
+"it fails: reflect, then plan again", "after 5 tries: stop and warn", "blocked: ask a human";
+a phase's "transition" branches on its result; "stagnation" stops a loop that is stuck.
+
+Exit code = the sentinel's: 0 DONE, 3 DONE stopped for stagnation, 5 BLOCKED, the phase's code
+for FAILED, 124 TIMEOUT, 130 KILLED; 1 for a loop file that does not validate.
 
 Example:
   loopctl run --loop-file examples/fix-the-tests/loop.json --dir /tmp/fix --root /tmp/fix/.loopctl")]
