@@ -60,10 +60,10 @@ LOOPCTL_ITERATION, LOOPCTL_MAX_ITERATIONS, LOOPCTL_WORKDIR, LOOPCTL_ATTEMPT, LOO
 Markers: a whole output line <|workflow: exit | label|> ends the loop (then post phases run);
 <|workflow: abort | reason|> ends it BLOCKED. Markers inside ``` or ~~~ fences are ignored.
 
-Decisions (docs/decisions.md): "criteria" rules with check commands, or a phase's own
-<|score: 0.8|> / JSON evaluation, score the work (phase A, then B); "when" lines such as
-"it fails: reflect, then plan again", "after 5 tries: stop and warn", "blocked: ask a human";
-a phase's "transition" branches on its result; "stagnation" stops a loop that is stuck.
+Decisions (docs/decisions.md): \"criteria\" rules with check commands, or a phase's own
+<|score: 0.8|> / JSON evaluation, score the work (phase A, then B); \"when\" lines such as
+\"it fails: reflect, then plan again\", \"after 5 tries: stop and warn\", \"blocked: ask a human\";
+a phase's \"transition\" branches on its result; \"stagnation\" stops a loop that is stuck.
 
 Exit code = the sentinel's: 0 DONE, 3 DONE stopped for stagnation, 5 BLOCKED, the phase's code
 for FAILED, 124 TIMEOUT, 130 KILLED; 1 for a loop file that does not validate.
