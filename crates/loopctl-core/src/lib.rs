@@ -6,6 +6,7 @@
 
 pub mod avenor;
 pub mod event;
+mod fast;
 pub mod json;
 pub mod lines;
 pub mod loopfile;

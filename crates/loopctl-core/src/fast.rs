@@ -1,0 +1,478 @@
+//! The fast path of `parse_line`: one pass over the line, no closures, no per-key `Cow`.
+//!
+//! It gives exactly the event `event::parse_line_reference` gives, or `None` for whatever it
+//! does not handle itself: invalid JSON (the reference names the error), keys written with
+//! escapes, a repeated `payload`, Avenor lines, nesting deeper than `MAX_DEPTH`. `parse_line`
+//! then falls back to the reference, so `None` is always safe; a differential test and the
+//! replay tests hold the `Some` side to the reference.
+
+use std::borrow::Cow;
+
+use crate::event::{Dialect, Event, Facts, Kind, parse_ts};
+use crate::json::{find_special, u64_of_number, unescape};
+
+/// Deeper values go to the reference scanner (which is iterative and has no limit).
+const MAX_DEPTH: u32 = 64;
+
+struct P<'a> {
+    s: &'a str,
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> P<'a> {
+    #[inline(always)]
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    #[inline(always)]
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.b.get(self.i).copied()
+    }
+
+    /// The string at the cursor (on its `"`): the span of its body and whether it has escapes.
+    #[inline(always)]
+    fn string_span(&mut self) -> Option<(usize, usize, bool)> {
+        let start = self.i + 1;
+        let mut j = start;
+        let mut escaped = false;
+        loop {
+            j = find_special(self.b, j);
+            match *self.b.get(j)? {
+                b'"' => {
+                    self.i = j + 1;
+                    return Some((start, j, escaped));
+                }
+                b'\\' => {
+                    escaped = true;
+                    match *self.b.get(j + 1)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => j += 2,
+                        b'u' => {
+                            let hex = self.b.get(j + 2..j + 6)?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return None;
+                            }
+                            j += 6;
+                        }
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A key and its `:`; `None` for a key with escapes (the reference unescapes before matching).
+    #[inline(always)]
+    fn key(&mut self) -> Option<&'a [u8]> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let (s, e, escaped) = self.string_span()?;
+        if escaped || self.peek()? != b':' {
+            return None;
+        }
+        self.i += 1;
+        Some(&self.b[s..e])
+    }
+
+    /// After a member: `Some(true)` at `,` (more follow), `Some(false)` at the closing byte.
+    #[inline(always)]
+    fn next_member(&mut self, close: u8) -> Option<bool> {
+        let c = self.peek()?;
+        self.i += 1;
+        if c == b',' {
+            Some(true)
+        } else if c == close {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        let (s, e, escaped) = self.string_span()?;
+        let inner = &self.s[s..e];
+        Some(if escaped {
+            Cow::Owned(unescape(inner))
+        } else {
+            Cow::Borrowed(inner)
+        })
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        if self.b[self.i..].starts_with(word) {
+            self.i += word.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// Validates a number at the cursor (same grammar as the reference) and returns its text.
+    #[inline(always)]
+    fn number(&mut self) -> Option<&'a str> {
+        let b = self.b;
+        let start = self.i;
+        let mut i = start;
+        let digits = |i: &mut usize| {
+            let s = *i;
+            while *i < b.len() && b[*i].is_ascii_digit() {
+                *i += 1;
+            }
+            *i - s
+        };
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match b.get(i)? {
+            b'0' => i += 1,
+            b'1'..=b'9' => {
+                digits(&mut i);
+            }
+            _ => return None,
+        }
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            if digits(&mut i) == 0 {
+                return None;
+            }
+        }
+        if let Some(b'e' | b'E') = b.get(i) {
+            i += 1;
+            if let Some(b'+' | b'-') = b.get(i) {
+                i += 1;
+            }
+            if digits(&mut i) == 0 {
+                return None;
+            }
+        }
+        self.i = i;
+        Some(&self.s[start..i])
+    }
+
+    /// Validates and skips one value.
+    fn skip(&mut self, depth: u32) -> Option<()> {
+        match self.peek()? {
+            b'"' => {
+                self.string_span()?;
+            }
+            b'{' => {
+                if depth >= MAX_DEPTH {
+                    return None;
+                }
+                self.i += 1;
+                if self.peek()? == b'}' {
+                    self.i += 1;
+                    return Some(());
+                }
+                loop {
+                    if self.peek()? != b'"' {
+                        return None;
+                    }
+                    self.string_span()?;
+                    if self.peek()? != b':' {
+                        return None;
+                    }
+                    self.i += 1;
+                    self.skip(depth + 1)?;
+                    if !self.next_member(b'}')? {
+                        break;
+                    }
+                }
+            }
+            b'[' => {
+                if depth >= MAX_DEPTH {
+                    return None;
+                }
+                self.i += 1;
+                if self.peek()? == b']' {
+                    self.i += 1;
+                    return Some(());
+                }
+                loop {
+                    self.skip(depth + 1)?;
+                    if !self.next_member(b']')? {
+                        break;
+                    }
+                }
+            }
+            b't' => self.literal(b"true")?,
+            b'f' => self.literal(b"false")?,
+            b'n' => self.literal(b"null")?,
+            b'-' | b'0'..=b'9' => {
+                self.number()?;
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    /// Skips a value and returns its text (the reference's `skip`).
+    fn raw(&mut self) -> Option<&'a str> {
+        self.ws();
+        let start = self.i;
+        self.skip(0)?;
+        Some(&self.s[start..self.i])
+    }
+
+    fn opt_string(&mut self) -> Option<Option<Cow<'a, str>>> {
+        if self.peek()? == b'"' {
+            self.string().map(Some)
+        } else {
+            self.skip(0).map(|_| None)
+        }
+    }
+
+    #[inline(always)]
+    fn opt_u64(&mut self) -> Option<Option<u64>> {
+        match self.peek()? {
+            b'-' | b'0'..=b'9' => {
+                let n = self.number()?;
+                // Up to 19 digits cannot overflow; anything else takes the shared rule.
+                if n.len() <= 19 && n.bytes().all(|c| c.is_ascii_digit()) {
+                    Some(Some(
+                        n.bytes()
+                            .fold(0u64, |acc, c| acc * 10 + u64::from(c - b'0')),
+                    ))
+                } else {
+                    Some(u64_of_number(n))
+                }
+            }
+            _ => self.skip(0).map(|_| None),
+        }
+    }
+
+    fn opt_f64(&mut self) -> Option<Option<f64>> {
+        match self.peek()? {
+            b'-' | b'0'..=b'9' => Some(self.number()?.parse().ok()),
+            _ => self.skip(0).map(|_| None),
+        }
+    }
+
+    fn opt_bool(&mut self) -> Option<Option<bool>> {
+        match self.peek()? {
+            b't' => self.literal(b"true").map(|_| Some(true)),
+            b'f' => self.literal(b"false").map(|_| Some(false)),
+            _ => self.skip(0).map(|_| None),
+        }
+    }
+
+    fn opt_string_array(&mut self) -> Option<Option<Vec<String>>> {
+        if self.peek()? != b'[' {
+            return self.skip(0).map(|_| None);
+        }
+        self.i += 1;
+        let mut out = Vec::new();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(Some(out));
+        }
+        loop {
+            if let Some(s) = self.opt_string()? {
+                out.push(s.into_owned());
+            }
+            if !self.next_member(b']')? {
+                return Some(Some(out));
+            }
+        }
+    }
+
+    /// The payload object (cursor on its `{`), read into `f` key by key like `Facts::take`.
+    fn facts(&mut self, f: &mut Facts, depth: u32) -> Option<()> {
+        if depth >= MAX_DEPTH {
+            return None;
+        }
+        self.i += 1;
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            match self.key()? {
+                b"score" => f.score = self.opt_f64()?,
+                b"passed" => f.passed = self.opt_bool()?,
+                b"threshold" => f.threshold = self.opt_f64()?,
+                b"failed" | b"failed_rules" => f.failed = self.opt_string_array()?,
+                b"warnings" | b"warn_rules" => f.warnings = self.opt_string_array()?,
+                b"fail_count" => f.fail_count = self.opt_u64()?,
+                b"reason" => f.reason = self.opt_string()?.map(Cow::into_owned),
+                b"new_iteration" | b"to" => f.new_iteration = self.opt_u64()?,
+                b"tokens_in" | b"input_tokens" => f.tokens_in = self.opt_u64()?,
+                b"tokens_out" | b"output_tokens" => f.tokens_out = self.opt_u64()?,
+                b"usage" if self.peek()? == b'{' => self.facts(f, depth + 1)?,
+                _ => self.skip(depth + 1)?,
+            }
+            if !self.next_member(b'}')? {
+                return Some(());
+            }
+        }
+    }
+}
+
+/// `parse_line` for the lines it can read in one pass; `None` sends the line to the reference.
+pub(crate) fn parse_line_fast(line: &str) -> Option<Event<'_>> {
+    let mut p = P {
+        s: line,
+        b: line.as_bytes(),
+        i: 0,
+    };
+    if p.peek()? != b'{' {
+        return None;
+    }
+    p.i += 1;
+    let mut ev = Event::new(Kind::Other);
+    let mut name: Option<Cow<'_, str>> = None;
+    let mut run_id: Option<Cow<'_, str>> = None;
+    let mut session: Option<Cow<'_, str>> = None;
+    let mut v = false;
+    let mut ts_raw: Option<&str> = None;
+    let mut payload_seen = false;
+    if p.peek()? == b'}' {
+        // `{}` has no event: the reference says so.
+        return None;
+    }
+    loop {
+        match p.key()? {
+            b"event" => name = p.opt_string()?,
+            b"v" => {
+                p.opt_u64()?;
+                v = true;
+            }
+            b"seq" => ev.seq = p.opt_u64()?,
+            b"ts" => ts_raw = Some(p.raw()?),
+            b"run_id" if run_id.is_none() => run_id = p.opt_string()?,
+            b"session_id" if session.is_none() => session = p.opt_string()?,
+            b"iteration" => ev.iteration = p.opt_u64()?,
+            b"phase" => ev.phase = p.opt_string()?,
+            b"step" => ev.step = p.opt_string()?,
+            b"status" => ev.status = p.opt_string()?,
+            b"payload" => {
+                if payload_seen {
+                    return None;
+                }
+                payload_seen = true;
+                let start = p.i;
+                if p.peek()? == b'{' {
+                    p.facts(&mut ev.facts, 0)?;
+                    p.ws();
+                } else {
+                    p.skip(0)?;
+                }
+                let raw = line[start..p.i].trim();
+                ev.payload = (raw != "null").then_some(Cow::Borrowed(raw));
+            }
+            _ => p.skip(0)?,
+        }
+        if !p.next_member(b'}')? {
+            break;
+        }
+    }
+    p.ws();
+    if p.i != p.b.len() {
+        return None;
+    }
+    let name = name?;
+    if !v && name.contains('.') {
+        return None;
+    }
+    ev.run_id = run_id.or(session);
+    ev.dialect = if v { Dialect::Native } else { Dialect::AifLoop };
+    ev.ts = ts_raw.and_then(parse_ts);
+    ev.kind = Kind::from_name(&name);
+    ev.name = name;
+    Some(ev)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::parse_line_reference;
+    use proptest::prelude::*;
+
+    /// The contract: whatever the fast path returns, the reference returns too.
+    fn agrees(line: &str) -> bool {
+        match parse_line_fast(line) {
+            Some(ev) => parse_line_reference(line) == Ok(ev),
+            None => true,
+        }
+    }
+
+    const LINES: &[&str] = &[
+        r#"{"ts":"2026-02-18T12:01:04.798Z","run_id":"billing-svc-20260218-120041-000000","seq":4,"iteration":1,"phase":"A","step":"EVALUATE","event":"evaluation_done","status":"ok","payload":{"score":0.35,"passed":false,"failed_rules":["r8","r10"],"duration_ms":13991,"tokens_in":2790,"tokens_out":517}}"#,
+        r#"{"v":1,"seq":9,"ts":"2024-05-06T12:53:20.000Z","run_id":"a3f9","event":"phase_finished","iteration":2,"step":"test","payload":{"kind":"loop","index":0,"stop_reason":"end_turn","marker":{"directive":"abort","label":"stuck"}}}"#,
+        r#"{"ts":"2026-02-18T12:01:06.364Z","run_id":"r","seq":5,"event":"critique_done","payload":{"notes":"Missing validation on \"title\" field\nsee rule r4 \u00e9","usage":{"input_tokens":5,"output_tokens":7,"usage":{"score":1}}}}"#,
+        r#" { "event" : "stopped" , "run_id" : 1 , "run_id" : "b\u00e9" , "session_id":"s", "payload" : null , "seq": -0, "iteration": 3.0 } "#,
+        r#"{"event":"stopped","payload":{"reason":"user_stop - x","failed":[1,"a",null,["b"]],"warnings":"no","fail_count":1e2,"to":18446744073709551616,"tokens_in":-1,"score":1e400,"passed":"yes","threshold":true}}"#,
+        r#"{"event":"x","session_id":"ses","ts":1715000000000,"status":["a"],"phase":{"a":[]}}"#,
+        r#"{"event":"avenor.phase.end","run_id":"a"}"#,
+        r#"{"v":"1","event":"a.b","ts":"bad"}"#,
+        r#"{"event":"e","payload":[1,2],"payload":{}}"#,
+        r#"{"ev\u0065nt":"x"}"#,
+        r#"{"event":"x"} x"#,
+        r#"{"event":"x",}"#,
+        r#"{"event":"x","a":[1,]}"#,
+        r#"{"event":"x","a":01}"#,
+        r#"{"event":"x","a":"\x"}"#,
+        r#"{"event":"x","a":"\u12"}"#,
+        r#"{"event":nul}"#,
+        r#"{"a":1}"#,
+        r#"{}"#,
+        r#"[1]"#,
+        r#""x""#,
+    ];
+
+    #[test]
+    fn fast_path_agrees_with_the_reference() {
+        for l in LINES {
+            assert!(agrees(l), "{l}");
+        }
+        // The common shapes are taken by the fast path, not left to the fallback.
+        assert!(parse_line_fast(LINES[0]).is_some());
+        assert!(parse_line_fast(LINES[1]).is_some());
+        assert!(parse_line_fast(LINES[2]).is_some());
+        assert!(parse_line_fast(LINES[3]).is_some());
+        assert!(parse_line_fast(LINES[4]).is_some());
+        let deep = format!(
+            r#"{{"event":"x","a":{}1{}}}"#,
+            "[".repeat(100),
+            "]".repeat(100)
+        );
+        assert!(agrees(&deep));
+    }
+
+    proptest! {
+        #[test]
+        fn mutated_lines_agree(which in 0..LINES.len(), at in any::<prop::sample::Index>(),
+                               byte in prop::sample::select(b"{}[],:\"\\ 0-.eEtfnu1a\x01\x7f".to_vec()),
+                               insert in any::<bool>()) {
+            let mut s = LINES[which].as_bytes().to_vec();
+            let i = at.index(s.len() + 1);
+            if insert || i == s.len() {
+                s.insert(i, byte);
+            } else {
+                s[i] = byte;
+            }
+            if let Ok(s) = String::from_utf8(s) {
+                prop_assert!(agrees(&s), "disagree on {:?}", s);
+            }
+        }
+
+        #[test]
+        fn generated_lines_agree(keys in prop::collection::vec(prop::sample::select(vec![
+                "event", "v", "seq", "ts", "run_id", "session_id", "iteration", "phase", "step",
+                "status", "payload", "other"]), 0..8),
+                vals in prop::collection::vec(prop::sample::select(vec![
+                "\"evaluation_done\"", "\"a.b\"", "1", "-2", "3.5", "1e3", "null", "true", "false",
+                "[\"r1\",2]", "{\"score\":0.5,\"failed\":[\"x\"],\"usage\":{\"input_tokens\":3}}",
+                "\"2026-02-18T12:01:04.798Z\"", "\"t\\u00e9\\n\"", "{}", "[]"]), 8)) {
+            let body: Vec<String> = keys.iter().zip(&vals).map(|(k, v)| format!("\"{k}\":{v}")).collect();
+            let line = format!("{{{}}}", body.join(","));
+            prop_assert!(agrees(&line), "disagree on {}", line);
+        }
+    }
+}
