@@ -388,6 +388,79 @@ pub(crate) fn parse_line_fast(line: &str) -> Option<Event<'_>> {
     Some(ev)
 }
 
+/// `event::run_key` over raw bytes, for lines whose run comes early and plainly: the first
+/// `run_id` string, or `Some(None)` for an object without `run_id`. `None` (session ids, escapes,
+/// containers before the run id, anything invalid) sends the line to `run_key`. The line need
+/// not be UTF-8: a line that is not is reported as damaged by whichever shard gets it.
+pub(crate) fn run_key_fast(line: &[u8]) -> Option<Option<&[u8]>> {
+    let b = line;
+    let mut i = 0;
+    let ws = |i: &mut usize| {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(*i) {
+            *i += 1;
+        }
+    };
+    // A plain string at `i` (on its `"`): its body, with `i` past the closing quote.
+    let plain = |i: &mut usize| -> Option<&[u8]> {
+        let start = *i + 1;
+        let end = find_special(b, start);
+        if *b.get(end)? != b'"' {
+            return None;
+        }
+        *i = end + 1;
+        Some(&b[start..end])
+    };
+    ws(&mut i);
+    if *b.get(i)? != b'{' {
+        return None;
+    }
+    i += 1;
+    ws(&mut i);
+    if *b.get(i)? == b'}' {
+        return Some(None);
+    }
+    loop {
+        ws(&mut i);
+        if *b.get(i)? != b'"' {
+            return None;
+        }
+        let key = plain(&mut i)?;
+        ws(&mut i);
+        if *b.get(i)? != b':' {
+            return None;
+        }
+        i += 1;
+        ws(&mut i);
+        match (key, *b.get(i)?) {
+            (b"session_id", _) => return None,
+            (b"run_id", b'"') => return plain(&mut i).map(Some),
+            (_, b'"') => {
+                plain(&mut i)?;
+            }
+            (_, b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => {
+                // Numbers and literals end at the next delimiter; anything odd there is left to
+                // the reference.
+                while let Some(c) = b.get(i) {
+                    if matches!(c, b',' | b'}' | b' ' | b'\t' | b'\n' | b'\r') {
+                        break;
+                    }
+                    if !matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E' | b'a'..=b'z') {
+                        return None;
+                    }
+                    i += 1;
+                }
+            }
+            _ => return None,
+        }
+        ws(&mut i);
+        match *b.get(i)? {
+            b',' => i += 1,
+            b'}' => return Some(None),
+            _ => return None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,6 +518,34 @@ mod tests {
         assert!(agrees(&deep));
     }
 
+    /// Where the fast run key answers, it is `run_key`'s answer (for UTF-8 lines).
+    fn key_agrees(line: &str) -> bool {
+        match run_key_fast(line.as_bytes()) {
+            Some(k) => match crate::event::run_key(line) {
+                Ok(r) => r.as_deref().map(str::as_bytes) == k,
+                // The line is damaged: parse_line rejects it wherever it is sent.
+                Err(_) => parse_line_reference(line).is_err(),
+            },
+            None => true,
+        }
+    }
+
+    #[test]
+    fn fast_run_key_agrees_with_run_key() {
+        for l in LINES {
+            assert!(key_agrees(l), "{l}");
+        }
+        assert_eq!(
+            run_key_fast(LINES[0].as_bytes()),
+            Some(Some(&b"billing-svc-20260218-120041-000000"[..]))
+        );
+        assert_eq!(
+            run_key_fast(br#"{"event":"x","n":1.5e3,"b":true}"#),
+            Some(None)
+        );
+        assert_eq!(run_key_fast(br#"{"session_id":"s","run_id":"r"}"#), None);
+    }
+
     proptest! {
         #[test]
         fn mutated_lines_agree(which in 0..LINES.len(), at in any::<prop::sample::Index>(),
@@ -459,6 +560,7 @@ mod tests {
             }
             if let Ok(s) = String::from_utf8(s) {
                 prop_assert!(agrees(&s), "disagree on {:?}", s);
+                prop_assert!(key_agrees(&s), "run keys disagree on {:?}", s);
             }
         }
 
@@ -473,6 +575,7 @@ mod tests {
             let body: Vec<String> = keys.iter().zip(&vals).map(|(k, v)| format!("\"{k}\":{v}")).collect();
             let line = format!("{{{}}}", body.join(","));
             prop_assert!(agrees(&line), "disagree on {}", line);
+            prop_assert!(key_agrees(&line), "run keys disagree on {}", line);
         }
     }
 }

@@ -235,10 +235,13 @@ pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
     }
     if let Some(p) = ev.phase.as_deref()
         && ev.kind != Kind::PhaseSwitched
+        && s.phase != p
     {
         s.phase = p.to_string();
     }
-    if let Some(step) = ev.step.as_deref() {
+    if let Some(step) = ev.step.as_deref()
+        && s.current_step.as_deref() != Some(step)
+    {
         s.current_step = Some(step.to_string());
     }
     let f = &ev.facts;
