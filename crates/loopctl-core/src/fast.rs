@@ -10,6 +10,7 @@ use std::borrow::Cow;
 
 use crate::event::{Dialect, Event, Facts, Kind, parse_ts};
 use crate::json::{find_special, u64_of_number, unescape};
+use crate::ts::Ts;
 
 /// Deeper values go to the reference scanner (which is iterative and has no limit).
 const MAX_DEPTH: u32 = 64;
@@ -66,9 +67,10 @@ impl<'a> P<'a> {
         }
     }
 
-    /// A key and its `:`; `None` for a key with escapes (the reference unescapes before matching).
+    /// A key and its `:`, as a `word`; `None` for a key with escapes (the reference unescapes
+    /// before matching).
     #[inline(always)]
-    fn key(&mut self) -> Option<&'a [u8]> {
+    fn key(&mut self) -> Option<u128> {
         if self.peek()? != b'"' {
             return None;
         }
@@ -77,7 +79,15 @@ impl<'a> P<'a> {
             return None;
         }
         self.i += 1;
-        Some(&self.b[s..e])
+        let len = e - s;
+        Some(match self.b.get(s..s + 16) {
+            // The sixteen bytes from the key's start, cut to its length: one load, no copy.
+            Some(block) if len < 16 => {
+                let all = u128::from_le_bytes(block.try_into().unwrap_or([0; 16]));
+                all & ((1u128 << (8 * len)) - 1)
+            }
+            _ => word(&self.b[s..e]),
+        })
     }
 
     /// After a member: `Some(true)` at `,` (more follow), `Some(false)` at the closing byte.
@@ -294,17 +304,17 @@ impl<'a> P<'a> {
         }
         loop {
             match self.key()? {
-                b"score" => f.score = self.opt_f64()?,
-                b"passed" => f.passed = self.opt_bool()?,
-                b"threshold" => f.threshold = self.opt_f64()?,
-                b"failed" | b"failed_rules" => f.failed = self.opt_string_array()?,
-                b"warnings" | b"warn_rules" => f.warnings = self.opt_string_array()?,
-                b"fail_count" => f.fail_count = self.opt_u64()?,
-                b"reason" => f.reason = self.opt_string()?.map(Cow::into_owned),
-                b"new_iteration" | b"to" => f.new_iteration = self.opt_u64()?,
-                b"tokens_in" | b"input_tokens" => f.tokens_in = self.opt_u64()?,
-                b"tokens_out" | b"output_tokens" => f.tokens_out = self.opt_u64()?,
-                b"usage" if self.peek()? == b'{' => self.facts(f, depth + 1)?,
+                K_SCORE => f.score = self.opt_f64()?,
+                K_PASSED => f.passed = self.opt_bool()?,
+                K_THRESHOLD => f.threshold = self.opt_f64()?,
+                K_FAILED | K_FAILED_RULES => f.failed = self.opt_string_array()?,
+                K_WARNINGS | K_WARN_RULES => f.warnings = self.opt_string_array()?,
+                K_FAIL_COUNT => f.fail_count = self.opt_u64()?,
+                K_REASON => f.reason = self.opt_string()?.map(Cow::into_owned),
+                K_NEW_ITERATION | K_TO => f.new_iteration = self.opt_u64()?,
+                K_TOKENS_IN | K_INPUT_TOKENS => f.tokens_in = self.opt_u64()?,
+                K_TOKENS_OUT | K_OUTPUT_TOKENS => f.tokens_out = self.opt_u64()?,
+                K_USAGE if self.peek()? == b'{' => self.facts(f, depth + 1)?,
                 _ => self.skip(depth + 1)?,
             }
             if !self.next_member(b'}')? {
@@ -314,8 +324,146 @@ impl<'a> P<'a> {
     }
 }
 
+/// A key of up to 15 bytes as a number (its bytes little-endian, zero-padded), so that keys are
+/// told apart by comparing numbers; longer keys are 0, which names no key of interest.
+const fn word(k: &[u8]) -> u128 {
+    if k.len() >= 16 {
+        return 0;
+    }
+    let mut w = 0u128;
+    let mut i = k.len();
+    while i > 0 {
+        i -= 1;
+        w = (w << 8) | k[i] as u128;
+    }
+    w
+}
+
+const K_EVENT: u128 = word(b"event");
+const K_V: u128 = word(b"v");
+const K_SEQ: u128 = word(b"seq");
+const K_TS: u128 = word(b"ts");
+const K_RUN_ID: u128 = word(b"run_id");
+const K_SESSION_ID: u128 = word(b"session_id");
+const K_ITERATION: u128 = word(b"iteration");
+const K_PHASE: u128 = word(b"phase");
+const K_STEP: u128 = word(b"step");
+const K_STATUS: u128 = word(b"status");
+const K_PAYLOAD: u128 = word(b"payload");
+const K_SCORE: u128 = word(b"score");
+const K_PASSED: u128 = word(b"passed");
+const K_THRESHOLD: u128 = word(b"threshold");
+const K_FAILED: u128 = word(b"failed");
+const K_FAILED_RULES: u128 = word(b"failed_rules");
+const K_WARNINGS: u128 = word(b"warnings");
+const K_WARN_RULES: u128 = word(b"warn_rules");
+const K_FAIL_COUNT: u128 = word(b"fail_count");
+const K_REASON: u128 = word(b"reason");
+const K_NEW_ITERATION: u128 = word(b"new_iteration");
+const K_TO: u128 = word(b"to");
+const K_TOKENS_IN: u128 = word(b"tokens_in");
+const K_INPUT_TOKENS: u128 = word(b"input_tokens");
+const K_TOKENS_OUT: u128 = word(b"tokens_out");
+const K_OUTPUT_TOKENS: u128 = word(b"output_tokens");
+const K_USAGE: u128 = word(b"usage");
+
+impl<'a> P<'a> {
+    /// Steps over `lit` if it is next, byte for byte.
+    #[inline(always)]
+    fn lit(&mut self, lit: &[u8]) -> Option<()> {
+        if self.b.get(self.i..self.i + lit.len())? == lit {
+            self.i += lit.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// The body of a string whose opening quote is just behind the cursor, when it has no
+    /// escapes (and no control bytes); the cursor ends past the closing quote.
+    #[inline(always)]
+    fn plain(&mut self) -> Option<&'a str> {
+        let start = self.i;
+        let end = find_special(self.b, start);
+        if *self.b.get(end)? != b'"' {
+            return None;
+        }
+        self.i = end + 1;
+        Some(&self.s[start..end])
+    }
+
+    /// A JSON integer of at most 19 digits (no sign, no fraction, no exponent).
+    #[inline(always)]
+    fn digits(&mut self) -> Option<u64> {
+        let b = self.b;
+        let start = self.i;
+        let mut i = start;
+        let mut n = 0u64;
+        while let Some(&c) = b.get(i).filter(|c| c.is_ascii_digit()) {
+            n = n.wrapping_mul(10).wrapping_add(u64::from(c - b'0'));
+            i += 1;
+        }
+        let len = i - start;
+        if len == 0 || len > 19 || (b[start] == b'0' && len > 1) {
+            return None;
+        }
+        self.i = i;
+        Some(n)
+    }
+}
+
+/// The line shape aif-loop writes, keys in its order and no whitespace:
+/// `{"ts":"..","run_id":"..","seq":N,"iteration":N,"phase":"..","step":"..","event":"..",
+/// "status":"..","payload":{..}}`. Fixed text is compared rather than parsed; anything else
+/// (escapes, other number forms, other keys or order) returns `None` for the general path.
+fn aif_shape(line: &str) -> Option<Event<'_>> {
+    let mut p = P {
+        s: line,
+        b: line.as_bytes(),
+        i: 0,
+    };
+    let mut ev = Event::new(Kind::Other);
+    p.lit(b"{\"ts\":\"")?;
+    let ts = p.plain()?;
+    p.lit(b",\"run_id\":\"")?;
+    let run_id = p.plain()?;
+    p.lit(b",\"seq\":")?;
+    ev.seq = Some(p.digits()?);
+    p.lit(b",\"iteration\":")?;
+    ev.iteration = Some(p.digits()?);
+    p.lit(b",\"phase\":\"")?;
+    ev.phase = Some(Cow::Borrowed(p.plain()?));
+    p.lit(b",\"step\":\"")?;
+    ev.step = Some(Cow::Borrowed(p.plain()?));
+    p.lit(b",\"event\":\"")?;
+    let name = p.plain()?;
+    p.lit(b",\"status\":\"")?;
+    ev.status = Some(Cow::Borrowed(p.plain()?));
+    p.lit(b",\"payload\":")?;
+    let start = p.i;
+    if p.b.get(p.i) != Some(&b'{') {
+        return None;
+    }
+    p.facts(&mut ev.facts, 0)?;
+    ev.payload = Some(Cow::Borrowed(&line[start..p.i]));
+    p.lit(b"}")?;
+    p.ws();
+    if p.i != p.b.len() || name.as_bytes().contains(&b'.') {
+        return None;
+    }
+    ev.run_id = Some(Cow::Borrowed(run_id));
+    ev.dialect = Dialect::AifLoop;
+    ev.ts = Ts::parse_rfc3339(ts);
+    ev.kind = Kind::from_name(name);
+    ev.name = Cow::Borrowed(name);
+    Some(ev)
+}
+
 /// `parse_line` for the lines it can read in one pass; `None` sends the line to the reference.
 pub(crate) fn parse_line_fast(line: &str) -> Option<Event<'_>> {
+    if let Some(ev) = aif_shape(line) {
+        return Some(ev);
+    }
     let mut p = P {
         s: line,
         b: line.as_bytes(),
@@ -330,7 +478,9 @@ pub(crate) fn parse_line_fast(line: &str) -> Option<Event<'_>> {
     let mut run_id: Option<Cow<'_, str>> = None;
     let mut session: Option<Cow<'_, str>> = None;
     let mut v = false;
-    let mut ts_raw: Option<&str> = None;
+    // The timestamp's text: a string's body (what `parse_ts` reads of a quoted value), or
+    // any other value whole.
+    let mut ts_text: Option<(&str, bool)> = None;
     let mut payload_seen = false;
     if p.peek()? == b'}' {
         // `{}` has no event: the reference says so.
@@ -338,32 +488,42 @@ pub(crate) fn parse_line_fast(line: &str) -> Option<Event<'_>> {
     }
     loop {
         match p.key()? {
-            b"event" => name = p.opt_string()?,
-            b"v" => {
+            K_EVENT => name = p.opt_string()?,
+            K_V => {
                 p.opt_u64()?;
                 v = true;
             }
-            b"seq" => ev.seq = p.opt_u64()?,
-            b"ts" => ts_raw = Some(p.raw()?),
-            b"run_id" if run_id.is_none() => run_id = p.opt_string()?,
-            b"session_id" if session.is_none() => session = p.opt_string()?,
-            b"iteration" => ev.iteration = p.opt_u64()?,
-            b"phase" => ev.phase = p.opt_string()?,
-            b"step" => ev.step = p.opt_string()?,
-            b"status" => ev.status = p.opt_string()?,
-            b"payload" => {
+            K_SEQ => ev.seq = p.opt_u64()?,
+            K_TS => {
+                ts_text = Some(if p.peek()? == b'"' {
+                    let (s, e, _) = p.string_span()?;
+                    (&line[s..e], true)
+                } else {
+                    (p.raw()?, false)
+                })
+            }
+            K_RUN_ID if run_id.is_none() => run_id = p.opt_string()?,
+            K_SESSION_ID if session.is_none() => session = p.opt_string()?,
+            K_ITERATION => ev.iteration = p.opt_u64()?,
+            K_PHASE => ev.phase = p.opt_string()?,
+            K_STEP => ev.step = p.opt_string()?,
+            K_STATUS => ev.status = p.opt_string()?,
+            K_PAYLOAD => {
                 if payload_seen {
                     return None;
                 }
                 payload_seen = true;
-                let start = p.i;
+                // A value's text has no surrounding whitespace: what the reference trims.
+                let start = {
+                    p.ws();
+                    p.i
+                };
                 if p.peek()? == b'{' {
                     p.facts(&mut ev.facts, 0)?;
-                    p.ws();
                 } else {
                     p.skip(0)?;
                 }
-                let raw = line[start..p.i].trim();
+                let raw = &line[start..p.i];
                 ev.payload = (raw != "null").then_some(Cow::Borrowed(raw));
             }
             _ => p.skip(0)?,
@@ -377,12 +537,16 @@ pub(crate) fn parse_line_fast(line: &str) -> Option<Event<'_>> {
         return None;
     }
     let name = name?;
-    if !v && name.contains('.') {
+    if !v && name.as_bytes().contains(&b'.') {
         return None;
     }
     ev.run_id = run_id.or(session);
     ev.dialect = if v { Dialect::Native } else { Dialect::AifLoop };
-    ev.ts = ts_raw.and_then(parse_ts);
+    ev.ts = match ts_text {
+        Some((body, true)) => Ts::parse_rfc3339(body),
+        Some((raw, false)) => parse_ts(raw),
+        None => None,
+    };
     ev.kind = Kind::from_name(&name);
     ev.name = name;
     Some(ev)
@@ -478,6 +642,11 @@ mod tests {
     const LINES: &[&str] = &[
         r#"{"ts":"2026-02-18T12:01:04.798Z","run_id":"billing-svc-20260218-120041-000000","seq":4,"iteration":1,"phase":"A","step":"EVALUATE","event":"evaluation_done","status":"ok","payload":{"score":0.35,"passed":false,"failed_rules":["r8","r10"],"duration_ms":13991,"tokens_in":2790,"tokens_out":517}}"#,
         r#"{"v":1,"seq":9,"ts":"2024-05-06T12:53:20.000Z","run_id":"a3f9","event":"phase_finished","iteration":2,"step":"test","payload":{"kind":"loop","index":0,"stop_reason":"end_turn","marker":{"directive":"abort","label":"stuck"}}}"#,
+        r#"{"ts":"2026-02-18T12:01:04.798Z","run_id":"b","seq":0,"iteration":10,"phase":"A","step":"S","event":"x.y","status":"ok","payload":{"tokens_in":1}} "#,
+        r#"{"ts":"2026-02-18T12:01:04.798Z","run_id":"b","seq":01,"iteration":1,"phase":"A","step":"S","event":"e","status":"ok","payload":{}}"#,
+        r#"{"ts":"2026-02-18T12:01:04.798Z","run_id":"b\u00e9","seq":1,"iteration":1,"phase":"A","step":"S","event":"e","status":"ok","payload":{"to":3}}"#,
+        r#"{"ts":"x","run_id":"b","seq":1,"iteration":99999999999999999999,"phase":"A","step":"S","event":"e","status":"ok","payload":{}}"#,
+        r#"{"ts":"x","run_id":"b","seq":1,"iteration":1,"phase":"A","step":"S","event":"e","status":"ok","payload":{}}}"#,
         r#"{"ts":"2026-02-18T12:01:06.364Z","run_id":"r","seq":5,"event":"critique_done","payload":{"notes":"Missing validation on \"title\" field\nsee rule r4 \u00e9","usage":{"input_tokens":5,"output_tokens":7,"usage":{"score":1}}}}"#,
         r#" { "event" : "stopped" , "run_id" : 1 , "run_id" : "b\u00e9" , "session_id":"s", "payload" : null , "seq": -0, "iteration": 3.0 } "#,
         r#"{"event":"stopped","payload":{"reason":"user_stop - x","failed":[1,"a",null,["b"]],"warnings":"no","fail_count":1e2,"to":18446744073709551616,"tokens_in":-1,"score":1e400,"passed":"yes","threshold":true}}"#,
@@ -507,8 +676,12 @@ mod tests {
         // The common shapes are taken by the fast path, not left to the fallback.
         assert!(parse_line_fast(LINES[0]).is_some());
         assert!(parse_line_fast(LINES[1]).is_some());
-        assert!(parse_line_fast(LINES[2]).is_some());
-        assert!(parse_line_fast(LINES[3]).is_some());
+        for l in &LINES[7..10] {
+            assert!(parse_line_fast(l).is_some(), "{l}");
+        }
+        // The aif-loop shape is read by `aif_shape`; its near misses by the general path.
+        assert!(aif_shape(LINES[0]).is_some());
+        assert!(aif_shape(LINES[2]).is_none());
         assert!(parse_line_fast(LINES[4]).is_some());
         let deep = format!(
             r#"{{"event":"x","a":{}1{}}}"#,

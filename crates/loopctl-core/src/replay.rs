@@ -11,7 +11,7 @@ use std::hash::Hasher;
 use rustc_hash::{FxHashMap, FxHasher};
 use serde::Serialize;
 
-use crate::event::{Dialect, Event, Kind, parse_line, run_key};
+use crate::event::{Dialect, Event, Kind, parse_line_reference, run_key};
 use crate::lines::{LineText, Piece, Pos, decode};
 use crate::state::{LogMark, RunState, apply_mut};
 
@@ -204,10 +204,16 @@ impl Replay {
                 return;
             }
         }
-        match parse_line(text) {
-            Ok(ev) => {
+        // `parse_line`, with the event built in place (it is large; no moves).
+        if let Some(mut ev) = crate::fast::parse_line_fast(text) {
+            self.counters.lines += 1;
+            self.event(pos, end, terminated, &mut ev);
+            return;
+        }
+        match parse_line_reference(text) {
+            Ok(mut ev) => {
                 self.counters.lines += 1;
-                self.event(pos, end, terminated, ev);
+                self.event(pos, end, terminated, &mut ev);
             }
             Err(e) => {
                 let reason = match memchr::memchr(0, text.as_bytes()) {
@@ -230,7 +236,7 @@ impl Replay {
         self.finding(pos, kind, reason, None);
     }
 
-    fn event(&mut self, pos: Pos, end: u64, terminated: bool, mut ev: Event<'_>) {
+    fn event(&mut self, pos: Pos, end: u64, terminated: bool, ev: &mut Event<'_>) {
         let c = &mut self.counters;
         c.dialect[ev.dialect as usize] += 1;
         if ev.kind == Kind::Other {
@@ -298,7 +304,7 @@ impl Replay {
                 }
             }
             let state = &mut slot.state;
-            apply_mut(state, &ev);
+            apply_mut(state, ev);
             if keep_seq.is_some() {
                 state.last_seq = keep_seq;
             }

@@ -239,10 +239,15 @@ pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
     {
         s.phase = p.to_string();
     }
-    if let Some(step) = ev.step.as_deref()
-        && s.current_step.as_deref() != Some(step)
-    {
-        s.current_step = Some(step.to_string());
+    if let Some(step) = ev.step.as_deref() {
+        match &mut s.current_step {
+            Some(cur) if cur == step => {}
+            Some(cur) => {
+                cur.clear();
+                cur.push_str(step);
+            }
+            none => *none = Some(step.to_string()),
+        }
     }
     let f = &ev.facts;
     s.tokens.input += f.tokens_in.unwrap_or(0);
