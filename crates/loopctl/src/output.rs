@@ -95,9 +95,23 @@ pub fn json_lines<T: serde::Serialize + Sync>(items: &[T], threads: usize) {
             texts
         });
         for t in &texts {
-            print(t);
+            print_json(t);
         }
     }
+}
+
+/// `print` for compact JSON from serde_json. Such text holds no control bytes but its
+/// newlines (serde_json escapes them in strings), so the stdout adapter would pass it through
+/// unchanged, unless it holds a DEL byte (0x7f), which it strips: text without one is written
+/// straight to stdout, sparing the adapter's byte-by-byte scan.
+fn print_json(text: &str) {
+    if text.as_bytes().contains(&0x7f) {
+        print(text);
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
 }
 
 pub fn json_pretty<T: serde::Serialize>(v: &T) {
