@@ -73,12 +73,18 @@ pub fn for_each_piece(
 /// has checked that the mark agrees with the file).
 pub fn replay_file(path: &Path, opts: &ReadOptions, resume: Option<&RunState>) -> Result<Outcome> {
     let (start, lines_before) = resume.map_or((0, 0), |s| (s.log.offset, s.log.line));
-    let size = std::fs::metadata(path).map_err(io_err(path))?.len();
-    // Threads pay off only on large files.
-    let threads = if size - start.min(size) < PARALLEL_MIN {
+    // Threads pay off only on large files (and one thread needs no look at the size: `list`
+    // replays thousands of small logs).
+    let threads = if opts.threads <= 1
+        || std::fs::metadata(path)
+            .map_err(io_err(path))?
+            .len()
+            .saturating_sub(start)
+            < PARALLEL_MIN
+    {
         1
     } else {
-        opts.threads.max(1)
+        opts.threads
     };
     let shard = |i: usize, n: usize| {
         let mut r = Replay::shard(&opts.default_run, i as u64, n as u64);
