@@ -412,6 +412,8 @@ struct Work {
     next_base: (usize, u64),
     failed: Option<StoreError>,
     panic: Option<Box<dyn std::any::Any + Send>>,
+    /// Threads waiting for a task.
+    waiting: usize,
 }
 
 enum Task {
@@ -429,6 +431,17 @@ impl Work {
         if self.failed.is_some() || self.panic.is_some() {
             return Task::Done;
         }
+        let slowest = self.cursor.iter().copied().min().unwrap_or(chunks);
+        if slowest >= chunks {
+            return Task::Done;
+        }
+        // Keep a few chunks routed ahead of the slowest shard, so that shards do not wait for
+        // the chunk they need to be routed.
+        let can_route = self.next_route < chunks && self.next_route < slowest + WINDOW;
+        if can_route && self.next_route < slowest + WINDOW / 2 {
+            self.next_route += 1;
+            return Task::Route(self.next_route - 1);
+        }
         let n = self.cursor.len();
         for k in 0..n {
             let s = (from + k) % n;
@@ -444,11 +457,7 @@ impl Work {
                 return Task::Apply(s, c, base, Arc::clone(&r.data));
             }
         }
-        let slowest = self.cursor.iter().copied().min().unwrap_or(chunks);
-        if slowest >= chunks {
-            return Task::Done;
-        }
-        if self.next_route < chunks && self.next_route < slowest + WINDOW {
+        if can_route {
             self.next_route += 1;
             return Task::Route(self.next_route - 1);
         }
@@ -506,6 +515,7 @@ fn replay_chunks(
         next_base: (0, lines_before),
         failed: None,
         panic: None,
+        waiting: 0,
     });
     let wake = Condvar::new();
     let worker = |t: usize| {
@@ -516,7 +526,9 @@ fn replay_chunks(
             match task {
                 Task::Done => break,
                 Task::Wait => {
+                    guard.waiting += 1;
                     guard = lock(wake.wait(guard));
+                    guard.waiting -= 1;
                     continue;
                 }
                 _ => {}
@@ -545,7 +557,9 @@ fn replay_chunks(
                 (Task::Apply(s, c, ..), Ok(Ok(_))) => guard.applied(s, c),
                 _ => {}
             }
-            wake.notify_all();
+            if guard.waiting > 0 {
+                wake.notify_all();
+            }
         }
     };
     std::thread::scope(|sc| {
