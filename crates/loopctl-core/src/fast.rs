@@ -222,6 +222,21 @@ impl<'a> P<'a> {
         Some(())
     }
 
+    /// `skip`, with strings and numbers (most values) handled without a call.
+    #[inline(always)]
+    fn skip_inline(&mut self, depth: u32) -> Option<()> {
+        match self.b.get(self.i) {
+            Some(b'"') => {
+                self.string_span()?;
+            }
+            Some(b'-' | b'0'..=b'9') => {
+                self.number()?;
+            }
+            _ => self.skip(depth)?,
+        }
+        Some(())
+    }
+
     /// Skips a value and returns its text (the reference's `skip`).
     fn raw(&mut self) -> Option<&'a str> {
         self.ws();
@@ -315,7 +330,7 @@ impl<'a> P<'a> {
                 K_TOKENS_IN | K_INPUT_TOKENS => f.tokens_in = self.opt_u64()?,
                 K_TOKENS_OUT | K_OUTPUT_TOKENS => f.tokens_out = self.opt_u64()?,
                 K_USAGE if self.peek()? == b'{' => self.facts(f, depth + 1)?,
-                _ => self.skip(depth + 1)?,
+                _ => self.skip_inline(depth + 1)?,
             }
             if !self.next_member(b'}')? {
                 return Some(());
@@ -526,7 +541,7 @@ pub(crate) fn parse_line_fast(line: &str) -> Option<Event<'_>> {
                 let raw = &line[start..p.i];
                 ev.payload = (raw != "null").then_some(Cow::Borrowed(raw));
             }
-            _ => p.skip(0)?,
+            _ => p.skip_inline(0)?,
         }
         if !p.next_member(b'}')? {
             break;

@@ -347,7 +347,7 @@ pub(crate) fn u64_of_number(n: &str) -> Option<u64> {
 }
 
 /// Index of the next `"`, `\` or control byte at or after `i` (or `b.len()`), eight bytes a step.
-#[inline]
+#[inline(always)]
 pub(crate) fn find_special(b: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
