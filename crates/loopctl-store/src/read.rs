@@ -303,11 +303,12 @@ fn load(file: &File, path: &Path, (start, end): (u64, u64), last: bool) -> Resul
     if !last && end > start {
         // SAFETY: the mapping is read-only and covers bytes of the log that are never modified
         // or truncated while loopctl runs (see above).
+        // Not populated up front: faulting the pages in as they are read (the kernel maps
+        // several per fault) costs less than populating every page of every chunk.
         let map = unsafe {
             memmap2::MmapOptions::new()
                 .offset(start)
                 .len((end - start) as usize)
-                .populate()
                 .map(file)
         };
         if let Ok(map) = map {
