@@ -187,7 +187,7 @@ fn lock<T>(r: std::sync::LockResult<T>) -> T {
 /// Files with fewer bytes to replay than this are read by one thread.
 const PARALLEL_MIN: u64 = 8 << 20;
 /// Nominal bytes per chunk of a parallel replay; chunks end at line ends.
-const PAR_CHUNK: u64 = 512 << 10;
+const PAR_CHUNK: u64 = 1 << 20;
 /// How much is read at a time while looking for a line end.
 const PROBE: usize = 64 << 10;
 
@@ -426,6 +426,8 @@ enum Task {
 
 /// Chunks in flight (loaded, not yet applied by every shard).
 const WINDOW: usize = 8;
+/// Chunks routed ahead of the slowest shard before applying takes precedence.
+const ROUTE_AHEAD: usize = 2;
 
 impl Work {
     fn pick(&mut self, chunks: usize, from: usize) -> Task {
@@ -436,10 +438,11 @@ impl Work {
         if slowest >= chunks {
             return Task::Done;
         }
-        // Keep a few chunks routed ahead of the slowest shard, so that shards do not wait for
-        // the chunk they need to be routed.
+        // Keep a couple of chunks routed ahead of the slowest shard, so that shards do not wait
+        // for the chunk they need to be routed (and not more: the bytes should still be in
+        // cache when they are applied).
         let can_route = self.next_route < chunks && self.next_route < slowest + WINDOW;
-        if can_route && self.next_route < slowest + WINDOW / 2 {
+        if can_route && self.next_route < slowest + ROUTE_AHEAD {
             self.next_route += 1;
             return Task::Route(self.next_route - 1);
         }
