@@ -1,4 +1,5 @@
-//! The line parser never panics, and accepts only what serde_json accepts as JSON.
+//! The line parser never panics, accepts only what serde_json accepts as JSON, and its fast
+//! path gives what the reference parser gives.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
@@ -7,6 +8,11 @@ fuzz_target!(|data: &[u8]| {
         let ours = loopctl_core::json::validate(text).is_ok();
         let theirs = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
         assert_eq!(ours, theirs, "validator disagrees with serde_json on {text:?}");
+        assert_eq!(
+            loopctl_core::parse_line(text),
+            loopctl_core::event::parse_line_reference(text),
+            "fast path disagrees with the reference on {text:?}"
+        );
         if let Ok(ev) = loopctl_core::parse_line(text) {
             let line = ev.to_native_line();
             assert!(loopctl_core::parse_line(&line).is_ok(), "native line does not parse back: {line}");

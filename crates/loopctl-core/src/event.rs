@@ -274,7 +274,19 @@ pub enum LineError {
 /// Parses one line (no newline, no BOM, no CR) into an event, detecting its dialect:
 /// a `v` field means native; an event name with a dot (`avenor.*`, `session.*`, ...) means
 /// Avenor; anything else is aif-loop.
+///
+/// Most lines take a one-pass fast path (`fast`); the rest, and every damaged line (for the
+/// exact error), go through `parse_line_reference`. Both give the same event.
 pub fn parse_line(line: &str) -> Result<Event<'_>, LineError> {
+    match crate::fast::parse_line_fast(line) {
+        Some(ev) => Ok(ev),
+        None => parse_line_reference(line),
+    }
+}
+
+/// The reference parser behind `parse_line`: a closure-driven pull scan that handles every
+/// line and names the first error. The fast path must agree with it.
+pub fn parse_line_reference(line: &str) -> Result<Event<'_>, LineError> {
     let mut sc = Scanner::new(line);
     if sc.peek() != Some(b'{') {
         sc.skip()?;
@@ -337,7 +349,7 @@ pub fn parse_line(line: &str) -> Result<Event<'_>, LineError> {
     Ok(ev)
 }
 
-fn parse_ts(raw: &str) -> Option<Ts> {
+pub(crate) fn parse_ts(raw: &str) -> Option<Ts> {
     let raw = raw.trim();
     if let Some(s) = raw.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
         Ts::parse_rfc3339(s)

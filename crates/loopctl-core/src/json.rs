@@ -297,13 +297,7 @@ impl<'a> Scanner<'a> {
     /// A non-negative integer, or `None` (value skipped) for anything else.
     pub fn opt_u64(&mut self) -> R<Option<u64>> {
         match self.peek() {
-            Some(b'-' | b'0'..=b'9') => {
-                let n = self.number()?;
-                Ok(n.parse::<u64>().ok().or_else(|| {
-                    let f: f64 = n.parse().ok()?;
-                    (f >= 0.0 && f.fract() == 0.0 && f < 1.8e19).then_some(f as u64)
-                }))
-            }
+            Some(b'-' | b'0'..=b'9') => Ok(u64_of_number(self.number()?)),
             _ => self.skip().map(|_| None),
         }
     }
@@ -343,9 +337,18 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// A validated JSON number as a non-negative integer: exactly, or through f64 when it is written
+/// as a whole float (`3.0`, `1e3`); `None` otherwise.
+pub(crate) fn u64_of_number(n: &str) -> Option<u64> {
+    n.parse::<u64>().ok().or_else(|| {
+        let f: f64 = n.parse().ok()?;
+        (f >= 0.0 && f.fract() == 0.0 && f < 1.8e19).then_some(f as u64)
+    })
+}
+
 /// Index of the next `"`, `\` or control byte at or after `i` (or `b.len()`), eight bytes a step.
-#[inline]
-fn find_special(b: &[u8], mut i: usize) -> usize {
+#[inline(always)]
+pub(crate) fn find_special(b: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     while let Some(chunk) = b.get(i..i + 8) {
@@ -374,7 +377,7 @@ fn find_special(b: &[u8], mut i: usize) -> usize {
 }
 
 /// Decodes the escapes of an already validated string body. Lone surrogates become U+FFFD.
-fn unescape(s: &str) -> String {
+pub(crate) fn unescape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.char_indices();
     let b = s.as_bytes();

@@ -8,6 +8,7 @@ pub mod avenor;
 pub mod criteria;
 pub mod escalation;
 pub mod event;
+mod fast;
 pub mod json;
 pub mod lines;
 pub mod loopfile;

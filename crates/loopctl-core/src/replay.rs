@@ -6,12 +6,12 @@
 //! the result is the same as one sequential pass.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 
 use rustc_hash::{FxHashMap, FxHasher};
 use serde::Serialize;
 
-use crate::event::{Dialect, Event, Kind, parse_line, run_key};
+use crate::event::{Dialect, Event, Kind, parse_line_reference, run_key};
 use crate::lines::{LineText, Piece, Pos, decode};
 use crate::state::{LogMark, RunState, apply_mut};
 
@@ -57,8 +57,33 @@ struct Counters {
     blank: u64,
     skipped: u64,
     dialect: [u64; 3],
-    kind: FxHashMap<Kind, u64>,
+    /// By `Kind as usize`, for the known kinds.
+    kind: Vec<u64>,
     other: FxHashMap<String, u64>,
+}
+
+/// A run being replayed. The reducer decodes every `evaluation_done` payload into
+/// `RunState::evaluation`, but only the last one survives: replay keeps that payload's text
+/// and decodes it once, when the run is handed out.
+struct Slot {
+    state: RunState,
+    /// Text of the payload of the last evaluation applied, when `state.evaluation` is stale.
+    eval: Option<String>,
+}
+
+impl Slot {
+    fn new(state: RunState) -> Slot {
+        Slot { state, eval: None }
+    }
+
+    fn into_state(self) -> RunState {
+        let mut state = self.state;
+        if let Some(text) = self.eval {
+            // What `Event::payload_value` gives for this payload.
+            state.evaluation = Some(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null));
+        }
+        state
+    }
 }
 
 pub struct Outcome {
@@ -69,15 +94,19 @@ pub struct Outcome {
 
 pub struct Replay {
     default_run: String,
-    runs: FxHashMap<String, RunState>,
+    runs: FxHashMap<String, Slot>,
     findings: Vec<Finding>,
     counters: Counters,
     shard: (u64, u64),
 }
 
 fn shard_of(key: &str, shards: u64) -> u64 {
+    shard_of_bytes(key.as_bytes(), shards)
+}
+
+fn shard_of_bytes(key: &[u8], shards: u64) -> u64 {
     let mut h = FxHasher::default();
-    key.hash(&mut h);
+    h.write(key);
     h.finish() % shards
 }
 
@@ -99,9 +128,12 @@ impl Replay {
         }
     }
 
-    /// Continues from a snapshot: later lines of its run are applied on top of it.
+    /// Continues from a snapshot: later lines of its run are applied on top of it. Only the
+    /// shard that owns the run keeps it (the merge must not see a stale copy from another).
     pub fn resume(&mut self, state: RunState) {
-        self.runs.insert(state.run_id.clone(), state);
+        if shard_of(&state.run_id, self.shard.1) == self.shard.0 {
+            self.runs.insert(state.run_id.clone(), Slot::new(state));
+        }
     }
 
     pub fn piece(&mut self, piece: Piece<'_>) {
@@ -135,8 +167,18 @@ impl Replay {
 
     /// One line without its `\n`; `terminated` is false for bytes after the last newline.
     pub fn line(&mut self, pos: Pos, raw: &[u8], terminated: bool) {
+        self.line_in(pos, raw, terminated, true);
+    }
+
+    /// `line` for a caller that sends each line to one shard only, the one `route` names: the
+    /// line is not filtered again.
+    pub fn routed_line(&mut self, pos: Pos, raw: &[u8], terminated: bool) {
+        self.line_in(pos, raw, terminated, false);
+    }
+
+    fn line_in(&mut self, pos: Pos, raw: &[u8], terminated: bool, filter: bool) {
         let end = pos.offset + raw.len() as u64 + u64::from(terminated);
-        let primary = self.shard.0 == 0;
+        let primary = self.shard.0 == 0 || !filter;
         let text = match decode(pos, raw) {
             LineText::Text(t) => t,
             LineText::Blank => {
@@ -153,7 +195,7 @@ impl Replay {
                 return;
             }
         };
-        if self.shard.1 > 1 {
+        if filter && self.shard.1 > 1 {
             let owner = match run_key(text) {
                 Ok(key) => shard_of(key.as_deref().unwrap_or(&self.default_run), self.shard.1),
                 Err(_) => 0,
@@ -162,10 +204,16 @@ impl Replay {
                 return;
             }
         }
-        match parse_line(text) {
-            Ok(ev) => {
+        // `parse_line`, with the event built in place (it is large; no moves).
+        if let Some(mut ev) = crate::fast::parse_line_fast(text) {
+            self.counters.lines += 1;
+            self.event(pos, end, terminated, &mut ev);
+            return;
+        }
+        match parse_line_reference(text) {
+            Ok(mut ev) => {
                 self.counters.lines += 1;
-                self.event(pos, end, terminated, ev);
+                self.event(pos, end, terminated, &mut ev);
             }
             Err(e) => {
                 let reason = match memchr::memchr(0, text.as_bytes()) {
@@ -188,22 +236,32 @@ impl Replay {
         self.finding(pos, kind, reason, None);
     }
 
-    fn event(&mut self, pos: Pos, end: u64, terminated: bool, ev: Event<'_>) {
+    fn event(&mut self, pos: Pos, end: u64, terminated: bool, ev: &mut Event<'_>) {
         let c = &mut self.counters;
         c.dialect[ev.dialect as usize] += 1;
         if ev.kind == Kind::Other {
-            *c.other.entry(ev.name.to_string()).or_default() += 1;
+            match c.other.get_mut(&*ev.name) {
+                Some(n) => *n += 1,
+                None => {
+                    c.other.insert(ev.name.to_string(), 1);
+                }
+            }
         } else {
-            *c.kind.entry(ev.kind).or_default() += 1;
+            let k = ev.kind as usize;
+            if c.kind.len() <= k {
+                c.kind.resize(Kind::ALL.len(), 0);
+            }
+            c.kind[k] += 1;
         }
         let key = ev.run_id.as_deref().unwrap_or(&self.default_run);
-        let state = match self.runs.get_mut(key) {
+        let slot = match self.runs.get_mut(key) {
             Some(s) => s,
             None => self
                 .runs
                 .entry(key.to_string())
-                .or_insert_with(|| RunState::new(key)),
+                .or_insert_with(|| Slot::new(RunState::new(key))),
         };
+        let state = &mut slot.state;
         let mut seq_finding = None;
         let mut keep_seq = None;
         if let (Some(seq), Some(last)) = (ev.seq, state.last_seq) {
@@ -231,7 +289,22 @@ impl Replay {
         }
         let duplicate = matches!(seq_finding, Some((FindingKind::SeqDuplicate, _)));
         if !duplicate {
-            apply_mut(state, &ev);
+            if ev.kind == Kind::EvaluationDone {
+                // Decoded once at the end (`Slot::into_state`); the reducer sees no payload
+                // and reads only the facts.
+                match ev.payload.take() {
+                    Some(p) => match &mut slot.eval {
+                        Some(text) => {
+                            text.clear();
+                            text.push_str(&p);
+                        }
+                        none => *none = Some(p.into_owned()),
+                    },
+                    None => slot.eval = None,
+                }
+            }
+            let state = &mut slot.state;
+            apply_mut(state, ev);
             if keep_seq.is_some() {
                 state.last_seq = keep_seq;
             }
@@ -263,9 +336,11 @@ impl Replay {
                     .insert(d.name().into(), c.dialect[d as usize]);
             }
         }
-        for (k, n) in c.kind {
-            stats.by_event.insert(k.name().into(), n);
-            stats.events += n;
+        for (&k, &n) in Kind::ALL.iter().zip(&c.kind) {
+            if n > 0 {
+                stats.by_event.insert(k.name().into(), n);
+                stats.events += n;
+            }
         }
         for (name, n) in c.other {
             stats.unknown += n;
@@ -275,7 +350,11 @@ impl Replay {
         let mut findings = self.findings;
         findings.sort();
         Outcome {
-            runs: self.runs.into_iter().collect(),
+            runs: self
+                .runs
+                .into_iter()
+                .map(|(k, slot)| (k, slot.into_state()))
+                .collect(),
             findings,
             stats,
         }
@@ -306,6 +385,25 @@ impl Replay {
         }
         out.findings.sort();
         out
+    }
+}
+
+/// The shard (of `shards`) whose `Replay` applies this line: the one `Replay::line` keeps it
+/// in. Lines that belong to no run (blank, not UTF-8, not an object) go to shard 0, like
+/// oversize lines, which the caller sends to shard 0's `piece`.
+pub fn route(default_run: &str, pos: Pos, raw: &[u8], shards: u64) -> u64 {
+    if shards <= 1 {
+        return 0;
+    }
+    if let Some(key) = crate::fast::run_key_fast(raw) {
+        return shard_of_bytes(key.unwrap_or(default_run.as_bytes()), shards);
+    }
+    match decode(pos, raw) {
+        LineText::Text(t) => match run_key(t) {
+            Ok(key) => shard_of(key.as_deref().unwrap_or(default_run), shards),
+            Err(_) => 0,
+        },
+        LineText::Blank | LineText::NotUtf8(_) => 0,
     }
 }
 

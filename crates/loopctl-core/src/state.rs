@@ -237,11 +237,19 @@ pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
     }
     if let Some(p) = ev.phase.as_deref()
         && ev.kind != Kind::PhaseSwitched
+        && s.phase != p
     {
         s.phase = p.to_string();
     }
     if let Some(step) = ev.step.as_deref() {
-        s.current_step = Some(step.to_string());
+        match &mut s.current_step {
+            Some(cur) if cur == step => {}
+            Some(cur) => {
+                cur.clear();
+                cur.push_str(step);
+            }
+            none => *none = Some(step.to_string()),
+        }
     }
     let f = &ev.facts;
     s.tokens.input += f.tokens_in.unwrap_or(0);

@@ -3,11 +3,13 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
 
 use loopctl_core::lines::{DEFAULT_MAX_LINE, LineText, Piece, Pos, Splitter, decode};
+use loopctl_core::replay::route;
 use loopctl_core::{Event, Outcome, Replay, RunState, parse_line};
 
-use crate::{Result, io_err};
+use crate::{Result, StoreError, io_err};
 
 const CHUNK: usize = 1 << 20;
 
@@ -71,32 +73,514 @@ pub fn for_each_piece(
 /// has checked that the mark agrees with the file).
 pub fn replay_file(path: &Path, opts: &ReadOptions, resume: Option<&RunState>) -> Result<Outcome> {
     let (start, lines_before) = resume.map_or((0, 0), |s| (s.log.offset, s.log.line));
-    let size = std::fs::metadata(path).map_err(io_err(path))?.len();
-    // Threads pay off only on large files; each re-reads the file and skips other runs' lines.
-    let threads = if size - start.min(size) < (8 << 20) {
+    // Threads pay off only on large files (and one thread needs no look at the size: `list`
+    // replays thousands of small logs).
+    let threads = if opts.threads <= 1
+        || std::fs::metadata(path)
+            .map_err(io_err(path))?
+            .len()
+            .saturating_sub(start)
+            < PARALLEL_MIN
+    {
         1
     } else {
-        opts.threads.max(1)
+        opts.threads
     };
-    let shard = |i: usize| -> Result<Outcome> {
-        let mut r = Replay::shard(&opts.default_run, i as u64, threads as u64);
+    let shard = |i: usize, n: usize| {
+        let mut r = Replay::shard(&opts.default_run, i as u64, n as u64);
         if let Some(s) = resume {
             r.resume(s.clone());
         }
-        for_each_piece(path, start, lines_before, opts.max_line, |p| r.piece(p))?;
-        Ok(r.finish())
+        r
     };
     if threads == 1 {
-        return shard(0);
+        let mut r = shard(0, 1);
+        for_each_piece(path, start, lines_before, opts.max_line, |p| r.piece(p))?;
+        return Ok(r.finish());
     }
-    let parts = std::thread::scope(|sc| {
-        let handles: Vec<_> = (0..threads).map(|i| sc.spawn(move || shard(i))).collect();
+    replay_parallel(path, opts, resume, threads, PAR_CHUNK)
+}
+
+/// `replay_file` on `threads` threads (at least two), in chunks of about `chunk` bytes.
+fn replay_parallel(
+    path: &Path,
+    opts: &ReadOptions,
+    resume: Option<&RunState>,
+    threads: usize,
+    chunk: u64,
+) -> Result<Outcome> {
+    let (start, lines_before) = resume.map_or((0, 0), |s| (s.log.offset, s.log.line));
+    let size = std::fs::metadata(path).map_err(io_err(path))?.len();
+    let shard = |i: usize, n: usize| {
+        let mut r = Replay::shard(&opts.default_run, i as u64, n as u64);
+        if let Some(s) = resume {
+            r.resume(s.clone());
+        }
+        r
+    };
+    let parts = match plan_chunks(path, start, size, opts.max_line, chunk)? {
+        Some(chunks) => {
+            // More shards than threads, handed out one at a time, so that a thread slowed
+            // down by other work on the machine does not hold the others up.
+            let count = threads * SHARDS_PER_THREAD;
+            let shards: Vec<Mutex<Replay>> =
+                (0..count).map(|i| Mutex::new(shard(i, count))).collect();
+            replay_chunks(path, &chunks, lines_before, opts, threads, &shards)?;
+            let shards = shards.into_iter().map(|m| lock(m.into_inner())).collect();
+            finish_all(shards, threads)
+        }
+        None => {
+            // A line longer than the cap sits across a chunk boundary: every shard reads the
+            // whole file and keeps its own runs' lines.
+            let mut shards: Vec<Replay> = (0..threads).map(|i| shard(i, threads)).collect();
+            std::thread::scope(|sc| {
+                let handles: Vec<_> = shards
+                    .iter_mut()
+                    .map(|r| {
+                        sc.spawn(move || {
+                            for_each_piece(path, start, lines_before, opts.max_line, |p| r.piece(p))
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .try_for_each(|h| h.join().expect("replay worker panicked"))
+            })?;
+            shards.into_iter().map(Replay::finish).collect()
+        }
+    };
+    Ok(Replay::merge(parts))
+}
+
+/// `Replay::finish` of every shard, on `threads` threads.
+fn finish_all(shards: Vec<Replay>, threads: usize) -> Vec<Outcome> {
+    let per = shards.len().div_ceil(threads.max(1)).max(1);
+    let mut groups: Vec<Vec<Replay>> = Vec::new();
+    let mut rest = shards.into_iter();
+    loop {
+        let group: Vec<Replay> = rest.by_ref().take(per).collect();
+        if group.is_empty() {
+            break;
+        }
+        groups.push(group);
+    }
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .map(|g| sc.spawn(move || g.into_iter().map(Replay::finish).collect::<Vec<_>>()))
+            .collect();
         handles
             .into_iter()
-            .map(|h| h.join().expect("replay worker panicked"))
-            .collect::<Result<Vec<_>>>()
-    })?;
-    Ok(Replay::merge(parts))
+            .flat_map(|h| h.join().expect("replay worker panicked"))
+            .collect()
+    })
+}
+
+/// Shards of a parallel replay per thread.
+const SHARDS_PER_THREAD: usize = 4;
+
+/// A lock's value, poisoned or not (a panic in a worker is re-raised when the scope ends).
+fn lock<T>(r: std::sync::LockResult<T>) -> T {
+    r.unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Files with fewer bytes to replay than this are read by one thread.
+const PARALLEL_MIN: u64 = 8 << 20;
+/// Nominal bytes per chunk of a parallel replay; chunks end at line ends.
+const PAR_CHUNK: u64 = 1 << 20;
+/// How much is read at a time while looking for a line end.
+const PROBE: usize = 64 << 10;
+
+/// `[start, end)` byte ranges that begin at line starts and cover `[from, size)`, or `None`
+/// when a chunk boundary falls inside a line longer than `max_line` (not worth buffering).
+fn plan_chunks(
+    path: &Path,
+    from: u64,
+    size: u64,
+    max_line: usize,
+    chunk: u64,
+) -> Result<Option<Vec<(u64, u64)>>> {
+    let mut file = File::open(path).map_err(io_err(path))?;
+    let mut starts = vec![from];
+    let mut probe = vec![0u8; PROBE];
+    let mut nominal = from + chunk;
+    while nominal < size {
+        // The first line start at or after `nominal`: just past the first newline at or
+        // after `nominal - 1`.
+        let mut at = nominal - 1;
+        let found = loop {
+            if at >= size || at - (nominal - 1) > max_line as u64 + 1 {
+                break None;
+            }
+            file.seek(SeekFrom::Start(at)).map_err(io_err(path))?;
+            let want = PROBE.min((size - at) as usize);
+            let n = read_full(&mut file, &mut probe[..want]).map_err(io_err(path))?;
+            if n == 0 {
+                break None;
+            }
+            if let Some(i) = memchr::memchr(b'\n', &probe[..n]) {
+                break Some(at + i as u64 + 1);
+            }
+            at += n as u64;
+        };
+        match found {
+            Some(s) if s >= size => break,
+            Some(s) => {
+                if s > *starts.last().unwrap_or(&from) {
+                    starts.push(s);
+                }
+                nominal = s.max(nominal) + chunk;
+            }
+            None if at >= size => break,
+            None => return Ok(None),
+        }
+    }
+    let mut chunks: Vec<(u64, u64)> = starts.windows(2).map(|w| (w[0], w[1])).collect();
+    chunks.push((*starts.last().unwrap_or(&from), size));
+    Ok(Some(chunks))
+}
+
+/// Reads until `buf` is full or the file ends.
+fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// One line of a chunk, as the splitter would give it, sent to one shard.
+#[derive(Clone, Copy)]
+struct Item {
+    /// Offset of the line in the chunk.
+    at: usize,
+    /// Its length without the newline.
+    len: usize,
+    /// Newlines in the chunk before it.
+    line: u64,
+    kind: ItemKind,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum ItemKind {
+    Line,
+    Unterminated,
+    Oversize,
+}
+
+/// A chunk split into lines and routed: `items[s]` are shard `s`'s lines in file order.
+struct Routed {
+    items: Vec<Vec<Item>>,
+    newlines: u64,
+}
+
+/// The bytes of one chunk: mapped, or (the last chunk) read.
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Read(v) => v,
+        }
+    }
+}
+
+/// Loads `[start, end)`. Every chunk but the last ends at a newline before the file's last one,
+/// and nothing rewrites or cuts a log before its last newline (tail repair moves aside only the
+/// bytes after it), so those chunks are mapped rather than copied; the last chunk, whose tail
+/// may be cut by a concurrent repair, is read.
+fn load(file: &File, path: &Path, (start, end): (u64, u64), last: bool) -> Result<Bytes> {
+    if !last && end > start {
+        // SAFETY: the mapping is read-only and covers bytes of the log that are never modified
+        // or truncated while loopctl runs (see above).
+        // Not populated up front: faulting the pages in as they are read (the kernel maps
+        // several per fault) costs less than populating every page of every chunk.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(start)
+                .len((end - start) as usize)
+                .map(file)
+        };
+        if let Ok(map) = map {
+            return Ok(Bytes::Mapped(map));
+        }
+    }
+    let mut buf = Vec::new();
+    let mut f = file;
+    f.seek(SeekFrom::Start(start)).map_err(io_err(path))?;
+    f.take(end - start)
+        .read_to_end(&mut buf)
+        .map_err(io_err(path))?;
+    Ok(Bytes::Read(buf))
+}
+
+/// Splits a chunk into lines and routes them (the splitter's rules: a line longer than
+/// `max_line` is oversize; bytes after the last newline are unterminated).
+fn route_chunk(b: &[u8], start: u64, opts: &ReadOptions, shards: usize) -> Routed {
+    let mut items: Vec<Vec<Item>> = (0..shards)
+        .map(|_| Vec::with_capacity(b.len() / 200 / shards + 16))
+        .collect();
+    let mut line = 0u64;
+    let mut at = 0usize;
+    let mut push = |at: usize, len: usize, line: u64, kind: ItemKind| {
+        let shard = match kind {
+            ItemKind::Oversize => 0,
+            _ => {
+                let pos = Pos {
+                    line: 1 + line,
+                    offset: start + at as u64,
+                };
+                route(&opts.default_run, pos, &b[at..at + len], shards as u64) as usize
+            }
+        };
+        items[shard].push(Item {
+            at,
+            len,
+            line,
+            kind,
+        });
+    };
+    for nl in memchr::memchr_iter(b'\n', b) {
+        let len = nl - at;
+        let kind = if len > opts.max_line {
+            ItemKind::Oversize
+        } else {
+            ItemKind::Line
+        };
+        push(at, len, line, kind);
+        line += 1;
+        at = nl + 1;
+    }
+    if at < b.len() {
+        let len = b.len() - at;
+        let kind = if len > opts.max_line {
+            ItemKind::Oversize
+        } else {
+            ItemKind::Unterminated
+        };
+        push(at, len, line, kind);
+    }
+    Routed {
+        items,
+        newlines: line,
+    }
+}
+
+/// Applies shard `s`'s lines of one chunk, whose first line is line `base + 1`.
+fn apply_chunk(replay: &mut Replay, s: usize, start: u64, base: u64, b: &[u8], r: &Routed) {
+    for it in &r.items[s] {
+        let pos = Pos {
+            line: base + 1 + it.line,
+            offset: start + it.at as u64,
+        };
+        let raw = &b[it.at..it.at + it.len];
+        match it.kind {
+            ItemKind::Line => replay.routed_line(pos, raw, true),
+            ItemKind::Unterminated => replay.routed_line(pos, raw, false),
+            ItemKind::Oversize => replay.piece(Piece::Oversize(pos, it.len as u64)),
+        }
+    }
+}
+
+/// A chunk loaded and routed, waiting for the shards to apply it.
+struct Ready {
+    index: usize,
+    data: Arc<(Bytes, Routed)>,
+    /// Line number before the chunk, once every earlier chunk is routed.
+    base: Option<u64>,
+    /// Shards that have not applied it yet.
+    left: usize,
+}
+
+/// The work of a parallel replay: chunks to route (in any order, at most `WINDOW` ahead of the
+/// slowest shard) and, per shard, the next chunk to apply (in file order).
+struct Work {
+    next_route: usize,
+    slots: Vec<Option<Ready>>,
+    cursor: Vec<usize>,
+    busy: Vec<bool>,
+    /// The first chunk whose line base is unknown, and that base.
+    next_base: (usize, u64),
+    failed: Option<StoreError>,
+    panic: Option<Box<dyn std::any::Any + Send>>,
+    /// Threads waiting for a task.
+    waiting: usize,
+}
+
+enum Task {
+    Route(usize),
+    Apply(usize, usize, u64, Arc<(Bytes, Routed)>),
+    Wait,
+    Done,
+}
+
+/// Chunks in flight (loaded, not yet applied by every shard).
+const WINDOW: usize = 8;
+/// Chunks routed ahead of the slowest shard before applying takes precedence.
+const ROUTE_AHEAD: usize = 2;
+
+impl Work {
+    fn pick(&mut self, chunks: usize, from: usize) -> Task {
+        if self.failed.is_some() || self.panic.is_some() {
+            return Task::Done;
+        }
+        let slowest = self.cursor.iter().copied().min().unwrap_or(chunks);
+        if slowest >= chunks {
+            return Task::Done;
+        }
+        // Keep a couple of chunks routed ahead of the slowest shard, so that shards do not wait
+        // for the chunk they need to be routed (and not more: the bytes should still be in
+        // cache when they are applied).
+        let can_route = self.next_route < chunks && self.next_route < slowest + WINDOW;
+        if can_route && self.next_route < slowest + ROUTE_AHEAD {
+            self.next_route += 1;
+            return Task::Route(self.next_route - 1);
+        }
+        let n = self.cursor.len();
+        for k in 0..n {
+            let s = (from + k) % n;
+            let c = self.cursor[s];
+            if self.busy[s] || c >= chunks {
+                continue;
+            }
+            if let Some(r) = &self.slots[c % WINDOW]
+                && r.index == c
+                && let Some(base) = r.base
+            {
+                self.busy[s] = true;
+                return Task::Apply(s, c, base, Arc::clone(&r.data));
+            }
+        }
+        if can_route {
+            self.next_route += 1;
+            return Task::Route(self.next_route - 1);
+        }
+        Task::Wait
+    }
+
+    fn routed(&mut self, c: usize, data: (Bytes, Routed), shards: usize) {
+        self.slots[c % WINDOW] = Some(Ready {
+            index: c,
+            data: Arc::new(data),
+            base: None,
+            left: shards,
+        });
+        while let Some(r) = self.slots[self.next_base.0 % WINDOW]
+            .as_mut()
+            .filter(|r| r.index == self.next_base.0)
+        {
+            r.base = Some(self.next_base.1);
+            self.next_base = (self.next_base.0 + 1, self.next_base.1 + r.data.1.newlines);
+        }
+    }
+
+    fn applied(&mut self, s: usize, c: usize) {
+        self.cursor[s] += 1;
+        self.busy[s] = false;
+        let slot = &mut self.slots[c % WINDOW];
+        if let Some(r) = slot {
+            r.left -= 1;
+            if r.left == 0 {
+                *slot = None;
+            }
+        }
+    }
+}
+
+/// Replays `chunks` on `threads` threads. Each thread takes the next task there is: apply the
+/// next chunk of a shard that is free and whose next chunk is loaded, else load and route the
+/// next chunk. A chunk is applied soon after it is loaded, while its bytes are still in cache,
+/// and a thread slowed down by other work on the machine holds no one up.
+fn replay_chunks(
+    path: &Path,
+    chunks: &[(u64, u64)],
+    lines_before: u64,
+    opts: &ReadOptions,
+    threads: usize,
+    shards: &[Mutex<Replay>],
+) -> Result<()> {
+    let n = shards.len();
+    let file = File::open(path).map_err(io_err(path))?;
+    let work = Mutex::new(Work {
+        next_route: 0,
+        slots: (0..WINDOW).map(|_| None).collect(),
+        cursor: vec![0; n],
+        busy: vec![false; n],
+        next_base: (0, lines_before),
+        failed: None,
+        panic: None,
+        waiting: 0,
+    });
+    let wake = Condvar::new();
+    let worker = |t: usize| {
+        let from = t * n / threads.max(1);
+        let mut guard = lock(work.lock());
+        loop {
+            let task = guard.pick(chunks.len(), from);
+            match task {
+                Task::Done => break,
+                Task::Wait => {
+                    guard.waiting += 1;
+                    guard = lock(wake.wait(guard));
+                    guard.waiting -= 1;
+                    continue;
+                }
+                _ => {}
+            }
+            drop(guard);
+            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &task {
+                Task::Route(c) => {
+                    let ch = chunks[*c];
+                    load(&file, path, ch, *c == chunks.len() - 1).map(|b| {
+                        let r = route_chunk(&b, ch.0, opts, n);
+                        Some((b, r))
+                    })
+                }
+                Task::Apply(s, c, base, data) => {
+                    let mut replay = lock(shards[*s].lock());
+                    apply_chunk(&mut replay, *s, chunks[*c].0, *base, &data.0, &data.1);
+                    Ok(None)
+                }
+                Task::Wait | Task::Done => Ok(None),
+            }));
+            guard = lock(work.lock());
+            match (task, done) {
+                (_, Err(p)) => guard.panic = Some(p),
+                (_, Ok(Err(e))) => guard.failed = Some(e),
+                (Task::Route(c), Ok(Ok(Some(data)))) => guard.routed(c, data, n),
+                (Task::Apply(s, c, ..), Ok(Ok(_))) => guard.applied(s, c),
+                _ => {}
+            }
+            if guard.waiting > 0 {
+                wake.notify_all();
+            }
+        }
+    };
+    std::thread::scope(|sc| {
+        let worker = &worker;
+        for t in 1..threads {
+            sc.spawn(move || worker(t));
+        }
+        worker(0);
+    });
+    let mut work = lock(work.into_inner());
+    if let Some(p) = work.panic.take() {
+        std::panic::resume_unwind(p);
+    }
+    match work.failed.take() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Calls `f` with every event of the file in order, with its position and raw line.
@@ -114,4 +598,101 @@ pub fn for_each_event(
         },
         Piece::Oversize(pos, n) => f(pos, &[], Err(format!("line of {n} bytes exceeds the cap"))),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn same(a: &Outcome, b: &Outcome) -> bool {
+        a.runs == b.runs && a.findings == b.findings && a.stats == b.stats
+    }
+
+    /// Lines of every kind the reader must place exactly: events of several runs and dialects,
+    /// seq problems, damaged, blank, CRLF, non-UTF-8, long and unterminated lines.
+    fn line(kind: u8, run: u8, seq: u32) -> Vec<u8> {
+        let ev = format!(
+            r#"{{"ts":"2026-02-18T12:00:{:02}.000Z","run_id":"r{run}-20260218-120000","seq":{seq},"iteration":{},"event":"evaluation_done","payload":{{"score":0.{:02},"failed_rules":["r1"]}}}}"#,
+            seq % 60,
+            seq / 8,
+            seq % 100
+        );
+        match kind % 12 {
+            0 => b"".to_vec(),
+            1 => b"   \r".to_vec(),
+            2 => format!("{ev}\r").into_bytes(),
+            3 => ev.as_bytes()[..ev.len() / 2].to_vec(),
+            4 => b"{\"event\":\"x\",\"v\":1,\"pad\":\"\xff\"}".to_vec(),
+            5 => format!(r#"{{"event":"tool.call","session_id":"s{run}","n":{seq}}}"#).into_bytes(),
+            6 => format!(
+                r#"{{"event":"run_started","pad":"{}","run_id":"r{run}"}}"#,
+                "x".repeat(300)
+            )
+            .into_bytes(),
+            7 => format!(
+                r#"{{"v":1,"event":"stopped","seq":{seq},"payload":{{"reason":"user_stop"}}}}"#
+            )
+            .into_bytes(),
+            _ => ev.into_bytes(),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn chunked_parallel_replay_is_the_sequential_replay(
+            lines in prop::collection::vec((any::<u8>(), 0u8..5, 0u8..40), 1..400),
+            bom in any::<bool>(),
+            tail in any::<bool>(),
+            chunk in 1u64..3000,
+            threads in 2usize..4,
+            max_line in prop::sample::select(vec![100usize, 250, 400, DEFAULT_MAX_LINE]),
+        ) {
+            let mut bytes = Vec::new();
+            if bom {
+                bytes.extend_from_slice(b"\xEF\xBB\xBF");
+            }
+            for &(k, r, s) in &lines {
+                bytes.extend(line(k, r, u32::from(s)));
+                bytes.push(b'\n');
+            }
+            if tail {
+                bytes.extend_from_slice(br#"{"run_id":"r1-20260218-120000","event":"sto"#);
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("history.jsonl");
+            std::fs::write(&path, &bytes).unwrap();
+            let opts = ReadOptions { max_line, threads: 1, default_run: "folder".into() };
+            let one = replay_file(&path, &opts, None).unwrap();
+            let many = replay_parallel(&path, &opts, None, threads, chunk).unwrap();
+            prop_assert!(same(&one, &many), "chunk {} threads {}", chunk, threads);
+        }
+    }
+
+    #[test]
+    fn a_resumed_run_continues_in_its_own_shard_only() {
+        let mut bytes = Vec::new();
+        for seq in 0..300 {
+            bytes.extend(line(8, 1, seq));
+            bytes.push(b'\n');
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let half = bytes.len() / 2;
+        let cut = half + bytes[half..].iter().position(|&b| b == b'\n').unwrap() + 1;
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let opts = ReadOptions {
+            threads: 1,
+            ..ReadOptions::default()
+        };
+        let first = replay_file(&path, &opts, None).unwrap();
+        let snapshot = first.runs.values().next().unwrap().clone();
+        std::fs::write(&path, &bytes).unwrap();
+        let whole = replay_file(&path, &opts, None).unwrap();
+        for threads in 2..5 {
+            let resumed = replay_parallel(&path, &opts, Some(&snapshot), threads, 500).unwrap();
+            assert_eq!(whole.runs, resumed.runs, "{threads} threads");
+        }
+    }
 }

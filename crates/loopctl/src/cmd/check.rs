@@ -106,5 +106,6 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         output::print(&text);
         output::findings(&run.log, &o.findings);
     }
+    super::free_at_exit(rebuilt);
     Ok(if clean { exit::OK } else { exit::FINDINGS })
 }

@@ -22,6 +22,13 @@ use loopctl_store::snapshot::{Rebuilt, rebuild};
 
 use crate::{exit, output};
 
+/// Leaves a large replay result (one state per run of a log that may hold tens of thousands)
+/// to the process's exit instead of freeing it piece by piece: the command is about to
+/// return and the process to end.
+pub fn free_at_exit<T>(value: T) {
+    std::mem::forget(value);
+}
+
 /// The RUN argument every per-run command takes.
 #[derive(clap::Args)]
 pub struct RunArg {

@@ -1,4 +1,5 @@
 use clap::Args as ClapArgs;
+use loopctl_core::RunState;
 
 use super::Ctx;
 use crate::{exit, output};
@@ -29,9 +30,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let runs = &rebuilt.outcome.runs;
     if runs.len() > 1 && a.run_id.is_none() {
         if a.json {
-            for s in runs.values() {
-                output::json_line(s);
-            }
+            let states: Vec<&RunState> = runs.values().collect();
+            output::json_lines(&states, ctx.read.threads);
         } else {
             let mut t = output::table(&[
                 "RUN", "STATUS", "ITER", "PHASE", "SCORE", "EVENTS", "UPDATED",
@@ -54,6 +54,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 run.log.display()
             ));
         }
+        super::free_at_exit(rebuilt);
         return Ok(code);
     }
     match rebuilt.run_json() {
@@ -63,5 +64,6 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             return Ok(exit::FINDINGS);
         }
     }
+    super::free_at_exit(rebuilt);
     Ok(code)
 }

@@ -1,0 +1,769 @@
+//! The fast path of `parse_line`: one pass over the line, no closures, no per-key `Cow`.
+//!
+//! It gives exactly the event `event::parse_line_reference` gives, or `None` for whatever it
+//! does not handle itself: invalid JSON (the reference names the error), keys written with
+//! escapes, a repeated `payload`, Avenor lines, nesting deeper than `MAX_DEPTH`. `parse_line`
+//! then falls back to the reference, so `None` is always safe; a differential test and the
+//! replay tests hold the `Some` side to the reference.
+
+use std::borrow::Cow;
+
+use crate::event::{Dialect, Event, Facts, Kind, parse_ts};
+use crate::json::{find_special, u64_of_number, unescape};
+use crate::ts::Ts;
+
+/// Deeper values go to the reference scanner (which is iterative and has no limit).
+const MAX_DEPTH: u32 = 64;
+
+struct P<'a> {
+    s: &'a str,
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> P<'a> {
+    #[inline(always)]
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    #[inline(always)]
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.b.get(self.i).copied()
+    }
+
+    /// The string at the cursor (on its `"`): the span of its body and whether it has escapes.
+    #[inline(always)]
+    fn string_span(&mut self) -> Option<(usize, usize, bool)> {
+        let start = self.i + 1;
+        let mut j = start;
+        let mut escaped = false;
+        loop {
+            j = find_special(self.b, j);
+            match *self.b.get(j)? {
+                b'"' => {
+                    self.i = j + 1;
+                    return Some((start, j, escaped));
+                }
+                b'\\' => {
+                    escaped = true;
+                    match *self.b.get(j + 1)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => j += 2,
+                        b'u' => {
+                            let hex = self.b.get(j + 2..j + 6)?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return None;
+                            }
+                            j += 6;
+                        }
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A key and its `:`, as a `word`; `None` for a key with escapes (the reference unescapes
+    /// before matching).
+    #[inline(always)]
+    fn key(&mut self) -> Option<u128> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let (s, e, escaped) = self.string_span()?;
+        if escaped || self.peek()? != b':' {
+            return None;
+        }
+        self.i += 1;
+        let len = e - s;
+        Some(match self.b.get(s..s + 16) {
+            // The sixteen bytes from the key's start, cut to its length: one load, no copy.
+            Some(block) if len < 16 => {
+                let all = u128::from_le_bytes(block.try_into().unwrap_or([0; 16]));
+                all & ((1u128 << (8 * len)) - 1)
+            }
+            _ => word(&self.b[s..e]),
+        })
+    }
+
+    /// After a member: `Some(true)` at `,` (more follow), `Some(false)` at the closing byte.
+    #[inline(always)]
+    fn next_member(&mut self, close: u8) -> Option<bool> {
+        let c = self.peek()?;
+        self.i += 1;
+        if c == b',' {
+            Some(true)
+        } else if c == close {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        let (s, e, escaped) = self.string_span()?;
+        let inner = &self.s[s..e];
+        Some(if escaped {
+            Cow::Owned(unescape(inner))
+        } else {
+            Cow::Borrowed(inner)
+        })
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        if self.b[self.i..].starts_with(word) {
+            self.i += word.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// Validates a number at the cursor (same grammar as the reference) and returns its text.
+    #[inline(always)]
+    fn number(&mut self) -> Option<&'a str> {
+        let b = self.b;
+        let start = self.i;
+        let mut i = start;
+        let digits = |i: &mut usize| {
+            let s = *i;
+            while *i < b.len() && b[*i].is_ascii_digit() {
+                *i += 1;
+            }
+            *i - s
+        };
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match b.get(i)? {
+            b'0' => i += 1,
+            b'1'..=b'9' => {
+                digits(&mut i);
+            }
+            _ => return None,
+        }
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            if digits(&mut i) == 0 {
+                return None;
+            }
+        }
+        if let Some(b'e' | b'E') = b.get(i) {
+            i += 1;
+            if let Some(b'+' | b'-') = b.get(i) {
+                i += 1;
+            }
+            if digits(&mut i) == 0 {
+                return None;
+            }
+        }
+        self.i = i;
+        Some(&self.s[start..i])
+    }
+
+    /// Validates and skips one value.
+    fn skip(&mut self, depth: u32) -> Option<()> {
+        match self.peek()? {
+            b'"' => {
+                self.string_span()?;
+            }
+            b'{' => {
+                if depth >= MAX_DEPTH {
+                    return None;
+                }
+                self.i += 1;
+                if self.peek()? == b'}' {
+                    self.i += 1;
+                    return Some(());
+                }
+                loop {
+                    if self.peek()? != b'"' {
+                        return None;
+                    }
+                    self.string_span()?;
+                    if self.peek()? != b':' {
+                        return None;
+                    }
+                    self.i += 1;
+                    self.skip(depth + 1)?;
+                    if !self.next_member(b'}')? {
+                        break;
+                    }
+                }
+            }
+            b'[' => {
+                if depth >= MAX_DEPTH {
+                    return None;
+                }
+                self.i += 1;
+                if self.peek()? == b']' {
+                    self.i += 1;
+                    return Some(());
+                }
+                loop {
+                    self.skip(depth + 1)?;
+                    if !self.next_member(b']')? {
+                        break;
+                    }
+                }
+            }
+            b't' => self.literal(b"true")?,
+            b'f' => self.literal(b"false")?,
+            b'n' => self.literal(b"null")?,
+            b'-' | b'0'..=b'9' => {
+                self.number()?;
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    /// `skip`, with strings and numbers (most values) handled without a call.
+    #[inline(always)]
+    fn skip_inline(&mut self, depth: u32) -> Option<()> {
+        match self.b.get(self.i) {
+            Some(b'"') => {
+                self.string_span()?;
+            }
+            Some(b'-' | b'0'..=b'9') => {
+                self.number()?;
+            }
+            _ => self.skip(depth)?,
+        }
+        Some(())
+    }
+
+    /// Skips a value and returns its text (the reference's `skip`).
+    fn raw(&mut self) -> Option<&'a str> {
+        self.ws();
+        let start = self.i;
+        self.skip(0)?;
+        Some(&self.s[start..self.i])
+    }
+
+    fn opt_string(&mut self) -> Option<Option<Cow<'a, str>>> {
+        if self.peek()? == b'"' {
+            self.string().map(Some)
+        } else {
+            self.skip(0).map(|_| None)
+        }
+    }
+
+    #[inline(always)]
+    fn opt_u64(&mut self) -> Option<Option<u64>> {
+        match self.peek()? {
+            b'-' | b'0'..=b'9' => {
+                let n = self.number()?;
+                // Up to 19 digits cannot overflow; anything else takes the shared rule.
+                if n.len() <= 19 && n.bytes().all(|c| c.is_ascii_digit()) {
+                    Some(Some(
+                        n.bytes()
+                            .fold(0u64, |acc, c| acc * 10 + u64::from(c - b'0')),
+                    ))
+                } else {
+                    Some(u64_of_number(n))
+                }
+            }
+            _ => self.skip(0).map(|_| None),
+        }
+    }
+
+    fn opt_f64(&mut self) -> Option<Option<f64>> {
+        match self.peek()? {
+            b'-' | b'0'..=b'9' => Some(self.number()?.parse().ok()),
+            _ => self.skip(0).map(|_| None),
+        }
+    }
+
+    fn opt_bool(&mut self) -> Option<Option<bool>> {
+        match self.peek()? {
+            b't' => self.literal(b"true").map(|_| Some(true)),
+            b'f' => self.literal(b"false").map(|_| Some(false)),
+            _ => self.skip(0).map(|_| None),
+        }
+    }
+
+    fn opt_string_array(&mut self) -> Option<Option<Vec<String>>> {
+        if self.peek()? != b'[' {
+            return self.skip(0).map(|_| None);
+        }
+        self.i += 1;
+        let mut out = Vec::new();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(Some(out));
+        }
+        loop {
+            if let Some(s) = self.opt_string()? {
+                out.push(s.into_owned());
+            }
+            if !self.next_member(b']')? {
+                return Some(Some(out));
+            }
+        }
+    }
+
+    /// The payload object (cursor on its `{`), read into `f` key by key like `Facts::take`.
+    fn facts(&mut self, f: &mut Facts, depth: u32) -> Option<()> {
+        if depth >= MAX_DEPTH {
+            return None;
+        }
+        self.i += 1;
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            match self.key()? {
+                K_SCORE => f.score = self.opt_f64()?,
+                K_PASSED => f.passed = self.opt_bool()?,
+                K_THRESHOLD => f.threshold = self.opt_f64()?,
+                K_FAILED | K_FAILED_RULES => f.failed = self.opt_string_array()?,
+                K_WARNINGS | K_WARN_RULES => f.warnings = self.opt_string_array()?,
+                K_FAIL_COUNT => f.fail_count = self.opt_u64()?,
+                K_REASON => f.reason = self.opt_string()?.map(Cow::into_owned),
+                K_NEW_ITERATION | K_TO => f.new_iteration = self.opt_u64()?,
+                K_TOKENS_IN | K_INPUT_TOKENS => f.tokens_in = self.opt_u64()?,
+                K_TOKENS_OUT | K_OUTPUT_TOKENS => f.tokens_out = self.opt_u64()?,
+                K_USAGE if self.peek()? == b'{' => self.facts(f, depth + 1)?,
+                _ => self.skip_inline(depth + 1)?,
+            }
+            if !self.next_member(b'}')? {
+                return Some(());
+            }
+        }
+    }
+}
+
+/// A key of up to 15 bytes as a number (its bytes little-endian, zero-padded), so that keys are
+/// told apart by comparing numbers; longer keys are 0, which names no key of interest.
+const fn word(k: &[u8]) -> u128 {
+    if k.len() >= 16 {
+        return 0;
+    }
+    let mut w = 0u128;
+    let mut i = k.len();
+    while i > 0 {
+        i -= 1;
+        w = (w << 8) | k[i] as u128;
+    }
+    w
+}
+
+const K_EVENT: u128 = word(b"event");
+const K_V: u128 = word(b"v");
+const K_SEQ: u128 = word(b"seq");
+const K_TS: u128 = word(b"ts");
+const K_RUN_ID: u128 = word(b"run_id");
+const K_SESSION_ID: u128 = word(b"session_id");
+const K_ITERATION: u128 = word(b"iteration");
+const K_PHASE: u128 = word(b"phase");
+const K_STEP: u128 = word(b"step");
+const K_STATUS: u128 = word(b"status");
+const K_PAYLOAD: u128 = word(b"payload");
+const K_SCORE: u128 = word(b"score");
+const K_PASSED: u128 = word(b"passed");
+const K_THRESHOLD: u128 = word(b"threshold");
+const K_FAILED: u128 = word(b"failed");
+const K_FAILED_RULES: u128 = word(b"failed_rules");
+const K_WARNINGS: u128 = word(b"warnings");
+const K_WARN_RULES: u128 = word(b"warn_rules");
+const K_FAIL_COUNT: u128 = word(b"fail_count");
+const K_REASON: u128 = word(b"reason");
+const K_NEW_ITERATION: u128 = word(b"new_iteration");
+const K_TO: u128 = word(b"to");
+const K_TOKENS_IN: u128 = word(b"tokens_in");
+const K_INPUT_TOKENS: u128 = word(b"input_tokens");
+const K_TOKENS_OUT: u128 = word(b"tokens_out");
+const K_OUTPUT_TOKENS: u128 = word(b"output_tokens");
+const K_USAGE: u128 = word(b"usage");
+
+impl<'a> P<'a> {
+    /// Steps over `lit` if it is next, byte for byte.
+    #[inline(always)]
+    fn lit(&mut self, lit: &[u8]) -> Option<()> {
+        if self.b.get(self.i..self.i + lit.len())? == lit {
+            self.i += lit.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// The body of a string whose opening quote is just behind the cursor, when it has no
+    /// escapes (and no control bytes); the cursor ends past the closing quote.
+    #[inline(always)]
+    fn plain(&mut self) -> Option<&'a str> {
+        let start = self.i;
+        let end = find_special(self.b, start);
+        if *self.b.get(end)? != b'"' {
+            return None;
+        }
+        self.i = end + 1;
+        Some(&self.s[start..end])
+    }
+
+    /// A JSON integer of at most 19 digits (no sign, no fraction, no exponent).
+    #[inline(always)]
+    fn digits(&mut self) -> Option<u64> {
+        let b = self.b;
+        let start = self.i;
+        let mut i = start;
+        let mut n = 0u64;
+        while let Some(&c) = b.get(i).filter(|c| c.is_ascii_digit()) {
+            n = n.wrapping_mul(10).wrapping_add(u64::from(c - b'0'));
+            i += 1;
+        }
+        let len = i - start;
+        if len == 0 || len > 19 || (b[start] == b'0' && len > 1) {
+            return None;
+        }
+        self.i = i;
+        Some(n)
+    }
+}
+
+/// The line shape aif-loop writes, keys in its order and no whitespace:
+/// `{"ts":"..","run_id":"..","seq":N,"iteration":N,"phase":"..","step":"..","event":"..",
+/// "status":"..","payload":{..}}`. Fixed text is compared rather than parsed; anything else
+/// (escapes, other number forms, other keys or order) returns `None` for the general path.
+fn aif_shape(line: &str) -> Option<Event<'_>> {
+    let mut p = P {
+        s: line,
+        b: line.as_bytes(),
+        i: 0,
+    };
+    let mut ev = Event::new(Kind::Other);
+    p.lit(b"{\"ts\":\"")?;
+    let ts = p.plain()?;
+    p.lit(b",\"run_id\":\"")?;
+    let run_id = p.plain()?;
+    p.lit(b",\"seq\":")?;
+    ev.seq = Some(p.digits()?);
+    p.lit(b",\"iteration\":")?;
+    ev.iteration = Some(p.digits()?);
+    p.lit(b",\"phase\":\"")?;
+    ev.phase = Some(Cow::Borrowed(p.plain()?));
+    p.lit(b",\"step\":\"")?;
+    ev.step = Some(Cow::Borrowed(p.plain()?));
+    p.lit(b",\"event\":\"")?;
+    let name = p.plain()?;
+    p.lit(b",\"status\":\"")?;
+    ev.status = Some(Cow::Borrowed(p.plain()?));
+    p.lit(b",\"payload\":")?;
+    let start = p.i;
+    if p.b.get(p.i) != Some(&b'{') {
+        return None;
+    }
+    p.facts(&mut ev.facts, 0)?;
+    ev.payload = Some(Cow::Borrowed(&line[start..p.i]));
+    p.lit(b"}")?;
+    p.ws();
+    if p.i != p.b.len() || name.as_bytes().contains(&b'.') {
+        return None;
+    }
+    ev.run_id = Some(Cow::Borrowed(run_id));
+    ev.dialect = Dialect::AifLoop;
+    ev.ts = Ts::parse_rfc3339(ts);
+    ev.kind = Kind::from_name(name);
+    ev.name = Cow::Borrowed(name);
+    Some(ev)
+}
+
+/// `parse_line` for the lines it can read in one pass; `None` sends the line to the reference.
+pub(crate) fn parse_line_fast(line: &str) -> Option<Event<'_>> {
+    if let Some(ev) = aif_shape(line) {
+        return Some(ev);
+    }
+    let mut p = P {
+        s: line,
+        b: line.as_bytes(),
+        i: 0,
+    };
+    if p.peek()? != b'{' {
+        return None;
+    }
+    p.i += 1;
+    let mut ev = Event::new(Kind::Other);
+    let mut name: Option<Cow<'_, str>> = None;
+    let mut run_id: Option<Cow<'_, str>> = None;
+    let mut session: Option<Cow<'_, str>> = None;
+    let mut v = false;
+    // The timestamp's text: a string's body (what `parse_ts` reads of a quoted value), or
+    // any other value whole.
+    let mut ts_text: Option<(&str, bool)> = None;
+    let mut payload_seen = false;
+    if p.peek()? == b'}' {
+        // `{}` has no event: the reference says so.
+        return None;
+    }
+    loop {
+        match p.key()? {
+            K_EVENT => name = p.opt_string()?,
+            K_V => {
+                p.opt_u64()?;
+                v = true;
+            }
+            K_SEQ => ev.seq = p.opt_u64()?,
+            K_TS => {
+                ts_text = Some(if p.peek()? == b'"' {
+                    let (s, e, _) = p.string_span()?;
+                    (&line[s..e], true)
+                } else {
+                    (p.raw()?, false)
+                })
+            }
+            K_RUN_ID if run_id.is_none() => run_id = p.opt_string()?,
+            K_SESSION_ID if session.is_none() => session = p.opt_string()?,
+            K_ITERATION => ev.iteration = p.opt_u64()?,
+            K_PHASE => ev.phase = p.opt_string()?,
+            K_STEP => ev.step = p.opt_string()?,
+            K_STATUS => ev.status = p.opt_string()?,
+            K_PAYLOAD => {
+                if payload_seen {
+                    return None;
+                }
+                payload_seen = true;
+                // A value's text has no surrounding whitespace: what the reference trims.
+                let start = {
+                    p.ws();
+                    p.i
+                };
+                if p.peek()? == b'{' {
+                    p.facts(&mut ev.facts, 0)?;
+                } else {
+                    p.skip(0)?;
+                }
+                let raw = &line[start..p.i];
+                ev.payload = (raw != "null").then_some(Cow::Borrowed(raw));
+            }
+            _ => p.skip_inline(0)?,
+        }
+        if !p.next_member(b'}')? {
+            break;
+        }
+    }
+    p.ws();
+    if p.i != p.b.len() {
+        return None;
+    }
+    let name = name?;
+    if !v && name.as_bytes().contains(&b'.') {
+        return None;
+    }
+    ev.run_id = run_id.or(session);
+    ev.dialect = if v { Dialect::Native } else { Dialect::AifLoop };
+    ev.ts = match ts_text {
+        Some((body, true)) => Ts::parse_rfc3339(body),
+        Some((raw, false)) => parse_ts(raw),
+        None => None,
+    };
+    ev.kind = Kind::from_name(&name);
+    ev.name = name;
+    Some(ev)
+}
+
+/// `event::run_key` over raw bytes, for lines whose run comes early and plainly: the first
+/// `run_id` string, or `Some(None)` for an object without `run_id`. `None` (session ids, escapes,
+/// containers before the run id, anything invalid) sends the line to `run_key`. The line need
+/// not be UTF-8: a line that is not is reported as damaged by whichever shard gets it.
+pub(crate) fn run_key_fast(line: &[u8]) -> Option<Option<&[u8]>> {
+    let b = line;
+    let mut i = 0;
+    let ws = |i: &mut usize| {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(*i) {
+            *i += 1;
+        }
+    };
+    // A plain string at `i` (on its `"`): its body, with `i` past the closing quote.
+    let plain = |i: &mut usize| -> Option<&[u8]> {
+        let start = *i + 1;
+        let end = find_special(b, start);
+        if *b.get(end)? != b'"' {
+            return None;
+        }
+        *i = end + 1;
+        Some(&b[start..end])
+    };
+    ws(&mut i);
+    if *b.get(i)? != b'{' {
+        return None;
+    }
+    i += 1;
+    ws(&mut i);
+    if *b.get(i)? == b'}' {
+        return Some(None);
+    }
+    loop {
+        ws(&mut i);
+        if *b.get(i)? != b'"' {
+            return None;
+        }
+        let key = plain(&mut i)?;
+        ws(&mut i);
+        if *b.get(i)? != b':' {
+            return None;
+        }
+        i += 1;
+        ws(&mut i);
+        match (key, *b.get(i)?) {
+            (b"session_id", _) => return None,
+            (b"run_id", b'"') => return plain(&mut i).map(Some),
+            (_, b'"') => {
+                plain(&mut i)?;
+            }
+            (_, b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => {
+                // Numbers and literals end at the next delimiter; anything odd there is left to
+                // the reference.
+                while let Some(c) = b.get(i) {
+                    if matches!(c, b',' | b'}' | b' ' | b'\t' | b'\n' | b'\r') {
+                        break;
+                    }
+                    if !matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E' | b'a'..=b'z') {
+                        return None;
+                    }
+                    i += 1;
+                }
+            }
+            _ => return None,
+        }
+        ws(&mut i);
+        match *b.get(i)? {
+            b',' => i += 1,
+            b'}' => return Some(None),
+            _ => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::parse_line_reference;
+    use proptest::prelude::*;
+
+    /// The contract: whatever the fast path returns, the reference returns too.
+    fn agrees(line: &str) -> bool {
+        match parse_line_fast(line) {
+            Some(ev) => parse_line_reference(line) == Ok(ev),
+            None => true,
+        }
+    }
+
+    const LINES: &[&str] = &[
+        r#"{"ts":"2026-02-18T12:01:04.798Z","run_id":"billing-svc-20260218-120041-000000","seq":4,"iteration":1,"phase":"A","step":"EVALUATE","event":"evaluation_done","status":"ok","payload":{"score":0.35,"passed":false,"failed_rules":["r8","r10"],"duration_ms":13991,"tokens_in":2790,"tokens_out":517}}"#,
+        r#"{"v":1,"seq":9,"ts":"2024-05-06T12:53:20.000Z","run_id":"a3f9","event":"phase_finished","iteration":2,"step":"test","payload":{"kind":"loop","index":0,"stop_reason":"end_turn","marker":{"directive":"abort","label":"stuck"}}}"#,
+        r#"{"ts":"2026-02-18T12:01:04.798Z","run_id":"b","seq":0,"iteration":10,"phase":"A","step":"S","event":"x.y","status":"ok","payload":{"tokens_in":1}} "#,
+        r#"{"ts":"2026-02-18T12:01:04.798Z","run_id":"b","seq":01,"iteration":1,"phase":"A","step":"S","event":"e","status":"ok","payload":{}}"#,
+        r#"{"ts":"2026-02-18T12:01:04.798Z","run_id":"b\u00e9","seq":1,"iteration":1,"phase":"A","step":"S","event":"e","status":"ok","payload":{"to":3}}"#,
+        r#"{"ts":"x","run_id":"b","seq":1,"iteration":99999999999999999999,"phase":"A","step":"S","event":"e","status":"ok","payload":{}}"#,
+        r#"{"ts":"x","run_id":"b","seq":1,"iteration":1,"phase":"A","step":"S","event":"e","status":"ok","payload":{}}}"#,
+        r#"{"ts":"2026-02-18T12:01:06.364Z","run_id":"r","seq":5,"event":"critique_done","payload":{"notes":"Missing validation on \"title\" field\nsee rule r4 \u00e9","usage":{"input_tokens":5,"output_tokens":7,"usage":{"score":1}}}}"#,
+        r#" { "event" : "stopped" , "run_id" : 1 , "run_id" : "b\u00e9" , "session_id":"s", "payload" : null , "seq": -0, "iteration": 3.0 } "#,
+        r#"{"event":"stopped","payload":{"reason":"user_stop - x","failed":[1,"a",null,["b"]],"warnings":"no","fail_count":1e2,"to":18446744073709551616,"tokens_in":-1,"score":1e400,"passed":"yes","threshold":true}}"#,
+        r#"{"event":"x","session_id":"ses","ts":1715000000000,"status":["a"],"phase":{"a":[]}}"#,
+        r#"{"event":"avenor.phase.end","run_id":"a"}"#,
+        r#"{"v":"1","event":"a.b","ts":"bad"}"#,
+        r#"{"event":"e","payload":[1,2],"payload":{}}"#,
+        r#"{"ev\u0065nt":"x"}"#,
+        r#"{"event":"x"} x"#,
+        r#"{"event":"x",}"#,
+        r#"{"event":"x","a":[1,]}"#,
+        r#"{"event":"x","a":01}"#,
+        r#"{"event":"x","a":"\x"}"#,
+        r#"{"event":"x","a":"\u12"}"#,
+        r#"{"event":nul}"#,
+        r#"{"a":1}"#,
+        r#"{}"#,
+        r#"[1]"#,
+        r#""x""#,
+    ];
+
+    #[test]
+    fn fast_path_agrees_with_the_reference() {
+        for l in LINES {
+            assert!(agrees(l), "{l}");
+        }
+        // The common shapes are taken by the fast path, not left to the fallback.
+        assert!(parse_line_fast(LINES[0]).is_some());
+        assert!(parse_line_fast(LINES[1]).is_some());
+        for l in &LINES[7..10] {
+            assert!(parse_line_fast(l).is_some(), "{l}");
+        }
+        // The aif-loop shape is read by `aif_shape`; its near misses by the general path.
+        assert!(aif_shape(LINES[0]).is_some());
+        assert!(aif_shape(LINES[2]).is_none());
+        assert!(parse_line_fast(LINES[4]).is_some());
+        let deep = format!(
+            r#"{{"event":"x","a":{}1{}}}"#,
+            "[".repeat(100),
+            "]".repeat(100)
+        );
+        assert!(agrees(&deep));
+    }
+
+    /// Where the fast run key answers, it is `run_key`'s answer (for UTF-8 lines).
+    fn key_agrees(line: &str) -> bool {
+        match run_key_fast(line.as_bytes()) {
+            Some(k) => match crate::event::run_key(line) {
+                Ok(r) => r.as_deref().map(str::as_bytes) == k,
+                // The line is damaged: parse_line rejects it wherever it is sent.
+                Err(_) => parse_line_reference(line).is_err(),
+            },
+            None => true,
+        }
+    }
+
+    #[test]
+    fn fast_run_key_agrees_with_run_key() {
+        for l in LINES {
+            assert!(key_agrees(l), "{l}");
+        }
+        assert_eq!(
+            run_key_fast(LINES[0].as_bytes()),
+            Some(Some(&b"billing-svc-20260218-120041-000000"[..]))
+        );
+        assert_eq!(
+            run_key_fast(br#"{"event":"x","n":1.5e3,"b":true}"#),
+            Some(None)
+        );
+        assert_eq!(run_key_fast(br#"{"session_id":"s","run_id":"r"}"#), None);
+    }
+
+    proptest! {
+        #[test]
+        fn mutated_lines_agree(which in 0..LINES.len(), at in any::<prop::sample::Index>(),
+                               byte in prop::sample::select(b"{}[],:\"\\ 0-.eEtfnu1a\x01\x7f".to_vec()),
+                               insert in any::<bool>()) {
+            let mut s = LINES[which].as_bytes().to_vec();
+            let i = at.index(s.len() + 1);
+            if insert || i == s.len() {
+                s.insert(i, byte);
+            } else {
+                s[i] = byte;
+            }
+            if let Ok(s) = String::from_utf8(s) {
+                prop_assert!(agrees(&s), "disagree on {:?}", s);
+                prop_assert!(key_agrees(&s), "run keys disagree on {:?}", s);
+            }
+        }
+
+        #[test]
+        fn generated_lines_agree(keys in prop::collection::vec(prop::sample::select(vec![
+                "event", "v", "seq", "ts", "run_id", "session_id", "iteration", "phase", "step",
+                "status", "payload", "other"]), 0..8),
+                vals in prop::collection::vec(prop::sample::select(vec![
+                "\"evaluation_done\"", "\"a.b\"", "1", "-2", "3.5", "1e3", "null", "true", "false",
+                "[\"r1\",2]", "{\"score\":0.5,\"failed\":[\"x\"],\"usage\":{\"input_tokens\":3}}",
+                "\"2026-02-18T12:01:04.798Z\"", "\"t\\u00e9\\n\"", "{}", "[]"]), 8)) {
+            let body: Vec<String> = keys.iter().zip(&vals).map(|(k, v)| format!("\"{k}\":{v}")).collect();
+            let line = format!("{{{}}}", body.join(","));
+            prop_assert!(agrees(&line), "disagree on {}", line);
+            prop_assert!(key_agrees(&line), "run keys disagree on {}", line);
+        }
+    }
+}
