@@ -681,6 +681,10 @@ mod tests {
         r#"{}"#,
         r#"[1]"#,
         r#""x""#,
+        // What the runner writes for its decisions.
+        r##"{"v":1,"seq":28,"ts":"2026-11-21T08:45:55.815Z","run_id":"never-green","event":"evaluation_done","iteration":3,"phase":"A","step":"observe","payload":{"active_rule_count":2,"decision":{"action":"retry","feedback":"[fail] parses-months: check exited with code 1: FAIL parse_date('2026-13-01'): expected Err(InvalidMonth), got Ok(2027-01-01)"},"failed":["parses-months"],"passed":false,"passed_rule_count":1,"rule_results":[{"id":"parses-months","message":"check exited with code 1: FAIL parse_date('2026-13-01'): expected Err(InvalidMonth), got Ok(2027-01-01)","passed":false,"phase":"A","severity":"fail","weight":2.0},{"id":"has-notes","passed":true,"phase":"A","severity":"warn","weight":1.0}],"score":0.333333,"source":"checks","threshold":0.8,"warnings":[]}}"##,
+        r##"{"v":1,"seq":29,"ts":"2026-11-21T08:45:55.816Z","run_id":"never-green","event":"transition","iteration":3,"step":"observe","payload":{"end":{"detail":"repeated_failure: iterations 1, 2, 3; scores 0.333, 0.333, 0.333; rules parses-months; seqs 8, 18, 28","reason":"stagnation"},"feedback":"[fail] parses-months: check exited with code 1: FAIL parse_date('2026-13-01'): expected Err(InvalidMonth), got Ok(2027-01-01)","from":"observe","index":2,"kind":"loop","observed":true,"outcome":{"blocked":false,"goal_met":false,"passed":false,"tries":3},"source":"stagnation"}}"##,
+        r##"{"v":1,"seq":11,"ts":"2026-11-21T08:19:41.779Z","run_id":"r","event":"escalated","iteration":2,"step":"observe","payload":{"attempts_summary":["2 observation(s), the last one blocked"],"feedback":"","question":"Which format?","report":"escalation.md","trigger":"ask_a_human"}}"##,
     ];
 
     #[test]
