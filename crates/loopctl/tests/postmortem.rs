@@ -19,15 +19,7 @@ fn fixture(name: &str) -> PathBuf {
 
 /// Stdout as JSON, asserting the exit code.
 fn json_of(args: &[&str], path: &Path, code: i32) -> Value {
-    let out = loopctl()
-        .args(args)
-        .arg(path)
-        .assert()
-        .code(code)
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&out).unwrap()
+    serde_json::from_str(&text_of(args, path, code)).unwrap()
 }
 
 fn text_of(args: &[&str], path: &Path, code: i32) -> String {
