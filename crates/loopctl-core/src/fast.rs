@@ -114,15 +114,6 @@ impl<'a> P<'a> {
         })
     }
 
-    fn literal(&mut self, word: &[u8]) -> Option<()> {
-        if self.b[self.i..].starts_with(word) {
-            self.i += word.len();
-            Some(())
-        } else {
-            None
-        }
-    }
-
     /// Validates a number at the cursor (same grammar as the reference) and returns its text.
     #[inline(always)]
     fn number(&mut self) -> Option<&'a str> {
@@ -211,9 +202,9 @@ impl<'a> P<'a> {
                     }
                 }
             }
-            b't' => self.literal(b"true")?,
-            b'f' => self.literal(b"false")?,
-            b'n' => self.literal(b"null")?,
+            b't' => self.lit(b"true")?,
+            b'f' => self.lit(b"false")?,
+            b'n' => self.lit(b"null")?,
             b'-' | b'0'..=b'9' => {
                 self.number()?;
             }
@@ -281,8 +272,8 @@ impl<'a> P<'a> {
 
     fn opt_bool(&mut self) -> Option<Option<bool>> {
         match self.peek()? {
-            b't' => self.literal(b"true").map(|_| Some(true)),
-            b'f' => self.literal(b"false").map(|_| Some(false)),
+            b't' => self.lit(b"true").map(|_| Some(true)),
+            b'f' => self.lit(b"false").map(|_| Some(false)),
             _ => self.skip(0).map(|_| None),
         }
     }
