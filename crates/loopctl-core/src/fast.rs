@@ -374,11 +374,12 @@ const K_OUTPUT_TOKENS: u128 = word(b"output_tokens");
 const K_USAGE: u128 = word(b"usage");
 
 impl<'a> P<'a> {
-    /// Steps over `lit` if it is next, byte for byte.
+    /// Steps over `lit` if it is next, byte for byte (a fixed-size compare, inlined: no call).
     #[inline(always)]
-    fn lit(&mut self, lit: &[u8]) -> Option<()> {
-        if self.b.get(self.i..self.i + lit.len())? == lit {
-            self.i += lit.len();
+    fn lit<const N: usize>(&mut self, lit: &[u8; N]) -> Option<()> {
+        let next: &[u8; N] = self.b.get(self.i..self.i + N)?.try_into().ok()?;
+        if next == lit {
+            self.i += N;
             Some(())
         } else {
             None
@@ -422,13 +423,13 @@ impl<'a> P<'a> {
 /// `{"ts":"..","run_id":"..","seq":N,"iteration":N,"phase":"..","step":"..","event":"..",
 /// "status":"..","payload":{..}}`. Fixed text is compared rather than parsed; anything else
 /// (escapes, other number forms, other keys or order) returns `None` for the general path.
-fn aif_shape(line: &str) -> Option<Event<'_>> {
+#[inline(always)]
+fn aif_shape<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a>) -> Option<()> {
     let mut p = P {
         s: line,
         b: line.as_bytes(),
         i: 0,
     };
-    let mut ev = Event::new(Kind::Other);
     p.lit(b"{\"ts\":\"")?;
     let ts = p.plain()?;
     p.lit(b",\"run_id\":\"")?;
@@ -450,7 +451,11 @@ fn aif_shape(line: &str) -> Option<Event<'_>> {
     if p.b.get(p.i) != Some(&b'{') {
         return None;
     }
-    p.facts(&mut ev.facts, 0)?;
+    if FACTS {
+        p.facts(&mut ev.facts, 0)?;
+    } else {
+        p.skip(0)?;
+    }
     ev.payload = Some(Cow::Borrowed(&line[start..p.i]));
     p.lit(b"}")?;
     p.ws();
@@ -459,17 +464,43 @@ fn aif_shape(line: &str) -> Option<Event<'_>> {
     }
     ev.run_id = Some(Cow::Borrowed(run_id));
     ev.dialect = Dialect::AifLoop;
-    ev.ts = Ts::parse_rfc3339(ts);
+    if FACTS {
+        ev.ts = Ts::parse_rfc3339(ts);
+    }
     ev.kind = Kind::from_name(name);
     ev.name = Cow::Borrowed(name);
-    Some(ev)
+    Some(())
 }
 
 /// `parse_line` for the lines it can read in one pass; `None` sends the line to the reference.
 pub(crate) fn parse_line_fast(line: &str) -> Option<Event<'_>> {
-    if let Some(ev) = aif_shape(line) {
-        return Some(ev);
+    parse_fast::<true>(line)
+}
+
+/// `parse_line_fast` for a reader that needs only the envelope (dialect, name, kind, run,
+/// `seq`, `iteration`, `phase`, `step`, `status`, `payload` text): the payload is validated
+/// but its facts are not read, and `ts` is left `None`. (Replay calls `parse_into::<false>`;
+/// this is its form for the tests.)
+#[cfg(test)]
+pub(crate) fn parse_envelope_fast(line: &str) -> Option<Event<'_>> {
+    parse_fast::<false>(line)
+}
+
+#[inline(always)]
+fn parse_fast<const FACTS: bool>(line: &str) -> Option<Event<'_>> {
+    let mut ev = Event::new(Kind::Other);
+    parse_into::<FACTS>(line, &mut ev)?;
+    Some(ev)
+}
+
+/// `parse_fast` into a fresh `Event::new(Kind::Other)` (the event is large: built in place, not
+/// returned through every layer). After `None` the event holds partial values.
+#[inline(always)]
+pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a>) -> Option<()> {
+    if aif_shape::<FACTS>(line, ev).is_some() {
+        return Some(());
     }
+    *ev = Event::new(Kind::Other);
     let mut p = P {
         s: line,
         b: line.as_bytes(),
@@ -479,7 +510,6 @@ pub(crate) fn parse_line_fast(line: &str) -> Option<Event<'_>> {
         return None;
     }
     p.i += 1;
-    let mut ev = Event::new(Kind::Other);
     let mut name: Option<Cow<'_, str>> = None;
     let mut run_id: Option<Cow<'_, str>> = None;
     let mut session: Option<Cow<'_, str>> = None;
@@ -524,7 +554,7 @@ pub(crate) fn parse_line_fast(line: &str) -> Option<Event<'_>> {
                     p.ws();
                     p.i
                 };
-                if p.peek()? == b'{' {
+                if FACTS && p.peek()? == b'{' {
                     p.facts(&mut ev.facts, 0)?;
                 } else {
                     p.skip(0)?;
@@ -548,14 +578,16 @@ pub(crate) fn parse_line_fast(line: &str) -> Option<Event<'_>> {
     }
     ev.run_id = run_id.or(session);
     ev.dialect = if v { Dialect::Native } else { Dialect::AifLoop };
-    ev.ts = match ts_text {
-        Some((body, true)) => Ts::parse_rfc3339(body),
-        Some((raw, false)) => parse_ts(raw),
-        None => None,
-    };
+    if FACTS {
+        ev.ts = match ts_text {
+            Some((body, true)) => Ts::parse_rfc3339(body),
+            Some((raw, false)) => parse_ts(raw),
+            None => None,
+        };
+    }
     ev.kind = Kind::from_name(&name);
     ev.name = name;
-    Some(ev)
+    Some(())
 }
 
 /// `event::run_key` over raw bytes, for lines whose run comes early and plainly: the first
@@ -637,12 +669,19 @@ mod tests {
     use crate::event::parse_line_reference;
     use proptest::prelude::*;
 
-    /// The contract: whatever the fast path returns, the reference returns too.
+    /// The contract: whatever the fast path returns, the reference returns too; the envelope
+    /// path gives the same event but for `ts` and the facts, which it does not read.
     fn agrees(line: &str) -> bool {
-        match parse_line_fast(line) {
-            Some(ev) => parse_line_reference(line) == Ok(ev),
-            None => true,
-        }
+        let full_ok = parse_line_fast(line).is_none_or(|ev| parse_line_reference(line) == Ok(ev));
+        let envelope_ok = parse_envelope_fast(line).is_none_or(|mut env| {
+            let Ok(reference) = parse_line_reference(line) else {
+                return false;
+            };
+            env.ts = reference.ts;
+            env.facts = reference.facts.clone();
+            env == reference
+        });
+        full_ok && envelope_ok
     }
 
     const LINES: &[&str] = &[
@@ -690,9 +729,17 @@ mod tests {
             assert!(parse_line_fast(l).is_some(), "{l}");
         }
         // The aif-loop shape is read by `aif_shape`; its near misses by the general path.
-        assert!(aif_shape(LINES[0]).is_some());
-        assert!(aif_shape(LINES[2]).is_none());
+        let mut ev = Event::new(Kind::Other);
+        assert!(aif_shape::<true>(LINES[0], &mut ev).is_some());
+        assert!(aif_shape::<true>(LINES[2], &mut ev).is_none());
         assert!(parse_line_fast(LINES[4]).is_some());
+        for l in LINES {
+            assert_eq!(
+                parse_line_fast(l).is_some(),
+                parse_envelope_fast(l).is_some(),
+                "{l}"
+            );
+        }
         let deep = format!(
             r#"{{"event":"x","a":{}1{}}}"#,
             "[".repeat(100),

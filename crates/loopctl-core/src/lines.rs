@@ -42,12 +42,30 @@ pub fn decode(pos: Pos, raw: &[u8]) -> LineText<'_> {
     if b.iter().all(u8::is_ascii_whitespace) {
         return LineText::Blank;
     }
-    match std::str::from_utf8(b) {
+    // simdutf8 for the check (twice std's speed on ASCII), std for the position of a bad byte.
+    match simdutf8::basic::from_utf8(b) {
         Ok(t) => LineText::Text(t),
-        Err(e) => LineText::NotUtf8(format!(
-            "invalid UTF-8 at byte {} of the line",
-            e.valid_up_to()
-        )),
+        Err(_) => match std::str::from_utf8(b) {
+            Ok(t) => LineText::Text(t),
+            Err(e) => LineText::NotUtf8(format!(
+                "invalid UTF-8 at byte {} of the line",
+                e.valid_up_to()
+            )),
+        },
+    }
+}
+
+/// `decode` for a line already known to be UTF-8.
+pub fn decode_str(pos: Pos, text: &str) -> LineText<'_> {
+    let mut t = text;
+    if pos.offset == 0 {
+        t = t.strip_prefix('\u{FEFF}').unwrap_or(t);
+    }
+    t = t.strip_suffix('\r').unwrap_or(t);
+    if t.bytes().all(|c| c.is_ascii_whitespace()) {
+        LineText::Blank
+    } else {
+        LineText::Text(t)
     }
 }
 

@@ -12,7 +12,7 @@ use rustc_hash::{FxHashMap, FxHasher};
 use serde::Serialize;
 
 use crate::event::{Dialect, Event, Kind, parse_line_reference, run_key};
-use crate::lines::{LineText, Piece, Pos, decode};
+use crate::lines::{LineText, Piece, Pos, decode, decode_str};
 use crate::state::{LogMark, RunState, apply_mut};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -98,6 +98,9 @@ pub struct Replay {
     findings: Vec<Finding>,
     counters: Counters,
     shard: (u64, u64),
+    /// False when only the statistics and findings are wanted: runs keep their event count and
+    /// last `seq`, nothing else is reduced.
+    states: bool,
 }
 
 fn shard_of(key: &str, shards: u64) -> u64 {
@@ -125,7 +128,16 @@ impl Replay {
             findings: Vec::new(),
             counters: Counters::default(),
             shard: (index, count.max(1)),
+            states: true,
         }
+    }
+
+    /// Counts and checks only: the outcome's statistics and findings are those of a full
+    /// replay, but its run states hold only `run_id`, `events` and `last_seq` (`check` with no
+    /// run.json to compare needs no more, and skips reading payload facts and timestamps).
+    pub fn without_states(mut self) -> Replay {
+        self.states = false;
+        self
     }
 
     /// Continues from a snapshot: later lines of its run are applied on top of it. Only the
@@ -167,19 +179,35 @@ impl Replay {
 
     /// One line without its `\n`; `terminated` is false for bytes after the last newline.
     pub fn line(&mut self, pos: Pos, raw: &[u8], terminated: bool) {
-        self.line_in(pos, raw, terminated, true);
+        self.line_in(pos, raw, None, terminated, true);
     }
 
     /// `line` for a caller that sends each line to one shard only, the one `route` names: the
     /// line is not filtered again.
     pub fn routed_line(&mut self, pos: Pos, raw: &[u8], terminated: bool) {
-        self.line_in(pos, raw, terminated, false);
+        self.line_in(pos, raw, None, terminated, false);
     }
 
-    fn line_in(&mut self, pos: Pos, raw: &[u8], terminated: bool, filter: bool) {
+    /// `routed_line` for a line the caller has already checked is UTF-8.
+    pub fn routed_text(&mut self, pos: Pos, text: &str, terminated: bool) {
+        self.line_in(pos, text.as_bytes(), Some(text), terminated, false);
+    }
+
+    fn line_in(
+        &mut self,
+        pos: Pos,
+        raw: &[u8],
+        utf8: Option<&str>,
+        terminated: bool,
+        filter: bool,
+    ) {
         let end = pos.offset + raw.len() as u64 + u64::from(terminated);
         let primary = self.shard.0 == 0 || !filter;
-        let text = match decode(pos, raw) {
+        let decoded = match utf8 {
+            Some(t) => decode_str(pos, t),
+            None => decode(pos, raw),
+        };
+        let text = match decoded {
             LineText::Text(t) => t,
             LineText::Blank => {
                 if primary {
@@ -205,7 +233,13 @@ impl Replay {
             }
         }
         // `parse_line`, with the event built in place (it is large; no moves).
-        if let Some(mut ev) = crate::fast::parse_line_fast(text) {
+        let mut ev = Event::new(Kind::Other);
+        let fast = if self.states {
+            crate::fast::parse_into::<true>(text, &mut ev)
+        } else {
+            crate::fast::parse_into::<false>(text, &mut ev)
+        };
+        if fast.is_some() {
             self.counters.lines += 1;
             self.event(pos, end, terminated, &mut ev);
             return;
@@ -288,7 +322,11 @@ impl Replay {
             seq_finding = Some((FindingKind::SeqGap, format!("first event has seq {seq}")));
         }
         let duplicate = matches!(seq_finding, Some((FindingKind::SeqDuplicate, _)));
-        if !duplicate {
+        if !duplicate && !self.states {
+            // What `apply_mut` does to the two fields the seq checks read.
+            state.events += 1;
+            state.last_seq = keep_seq.or(ev.seq).or(state.last_seq);
+        } else if !duplicate {
             if ev.kind == Kind::EvaluationDone {
                 // Decoded once at the end (`Slot::into_state`); the reducer sees no payload
                 // and reads only the facts.

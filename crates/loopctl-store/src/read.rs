@@ -21,6 +21,8 @@ pub struct ReadOptions {
     pub threads: usize,
     /// Run id for events that name no run.
     pub default_run: String,
+    /// False to count and check only (see `Replay::without_states`).
+    pub states: bool,
 }
 
 impl Default for ReadOptions {
@@ -32,6 +34,7 @@ impl Default for ReadOptions {
             max_line: DEFAULT_MAX_LINE,
             threads,
             default_run: String::new(),
+            states: true,
         }
     }
 }
@@ -88,6 +91,9 @@ pub fn replay_file(path: &Path, opts: &ReadOptions, resume: Option<&RunState>) -
     };
     let shard = |i: usize, n: usize| {
         let mut r = Replay::shard(&opts.default_run, i as u64, n as u64);
+        if !opts.states {
+            r = r.without_states();
+        }
         if let Some(s) = resume {
             r.resume(s.clone());
         }
@@ -113,6 +119,9 @@ fn replay_parallel(
     let size = std::fs::metadata(path).map_err(io_err(path))?.len();
     let shard = |i: usize, n: usize| {
         let mut r = Replay::shard(&opts.default_run, i as u64, n as u64);
+        if !opts.states {
+            r = r.without_states();
+        }
         if let Some(s) = resume {
             r.resume(s.clone());
         }
@@ -277,6 +286,8 @@ enum ItemKind {
 struct Routed {
     items: Vec<Vec<Item>>,
     newlines: u64,
+    /// The whole chunk is UTF-8 (checked once here rather than line by line).
+    utf8: bool,
 }
 
 /// The bytes of one chunk: mapped, or (the last chunk) read.
@@ -373,6 +384,7 @@ fn route_chunk(b: &[u8], start: u64, opts: &ReadOptions, shards: usize) -> Route
     Routed {
         items,
         newlines: line,
+        utf8: simdutf8::basic::from_utf8(b).is_ok(),
     }
 }
 
@@ -384,9 +396,17 @@ fn apply_chunk(replay: &mut Replay, s: usize, start: u64, base: u64, b: &[u8], r
             offset: start + it.at as u64,
         };
         let raw = &b[it.at..it.at + it.len];
+        let terminated = it.kind == ItemKind::Line;
         match it.kind {
-            ItemKind::Line => replay.routed_line(pos, raw, true),
-            ItemKind::Unterminated => replay.routed_line(pos, raw, false),
+            ItemKind::Line | ItemKind::Unterminated if r.utf8 => {
+                // SAFETY: `route_chunk` checked that all of `b` is UTF-8, and a line starts
+                // and ends at a newline or an end of `b`, both character boundaries. The bytes
+                // cannot change in between: a chunk is an immutable buffer or a read-only
+                // mapping of log bytes that are never rewritten (see `load`).
+                let text = unsafe { std::str::from_utf8_unchecked(raw) };
+                replay.routed_text(pos, text, terminated);
+            }
+            ItemKind::Line | ItemKind::Unterminated => replay.routed_line(pos, raw, terminated),
             ItemKind::Oversize => replay.piece(Piece::Oversize(pos, it.len as u64)),
         }
     }
@@ -663,10 +683,23 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("history.jsonl");
             std::fs::write(&path, &bytes).unwrap();
-            let opts = ReadOptions { max_line, threads: 1, default_run: "folder".into() };
+            let opts = ReadOptions { max_line, threads: 1, default_run: "folder".into(), states: true };
             let one = replay_file(&path, &opts, None).unwrap();
             let many = replay_parallel(&path, &opts, None, threads, chunk).unwrap();
             prop_assert!(same(&one, &many), "chunk {} threads {}", chunk, threads);
+            // Counting only (`check` without a run.json) finds and counts exactly the same.
+            let count = ReadOptions { states: false, ..opts.clone() };
+            let brief = |o: &Outcome| -> Vec<(String, u64, Option<u64>)> {
+                o.runs.iter().map(|(k, s)| (k.clone(), s.events, s.last_seq)).collect()
+            };
+            for counted in [
+                replay_file(&path, &count, None).unwrap(),
+                replay_parallel(&path, &count, None, threads, chunk).unwrap(),
+            ] {
+                prop_assert_eq!(&counted.stats, &one.stats);
+                prop_assert_eq!(&counted.findings, &one.findings);
+                prop_assert_eq!(brief(&counted), brief(&one));
+            }
         }
     }
 

@@ -229,6 +229,7 @@ pub fn replay_run(run: &RunRef, max_line: usize) -> Result<(Outcome, Option<RunS
         default_run: run.name.clone(),
         threads: 1,
         max_line,
+        states: true,
     };
     let outcome = replay_file(&run.log, &opts, None)?;
     let state = folder_run(&outcome, &run.name).cloned();

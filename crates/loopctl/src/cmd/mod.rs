@@ -86,6 +86,17 @@ impl Ctx {
         .with_context(|| format!("replaying {}", run.log.display()))
     }
 
+    /// `rebuild` for statistics and findings only: the run states hold just their ids, event
+    /// counts and last `seq`.
+    pub fn count(&self, run: &RunRef) -> anyhow::Result<Rebuilt> {
+        let opts = ReadOptions {
+            states: false,
+            ..self.opts_for(run)
+        };
+        rebuild(&run.log, None, &opts, None, false)
+            .with_context(|| format!("reading {}", run.log.display()))
+    }
+
     /// Prints findings; under `--strict` turns them into the findings exit code.
     pub fn report_findings(&self, run: &RunRef, rebuilt: &Rebuilt) -> u8 {
         let f = &rebuilt.outcome.findings;
