@@ -22,6 +22,17 @@ struct P<'a> {
 }
 
 impl<'a> P<'a> {
+    /// `&self.s[start..end]` where both ends are known to be at ASCII bytes (quotes, delimiters)
+    /// or at the end of the line: no character-boundary checks (they cost a call per value).
+    #[inline(always)]
+    fn sub(&self, start: usize, end: usize) -> &'a str {
+        let bytes = &self.b[start..end];
+        debug_assert!(self.s.is_char_boundary(start) && self.s.is_char_boundary(end));
+        // SAFETY: `self.b` is `self.s`'s bytes, and a slice of a str between two character
+        // boundaries is UTF-8.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
+
     #[inline(always)]
     fn ws(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
@@ -38,56 +49,19 @@ impl<'a> P<'a> {
     /// The string at the cursor (on its `"`): the span of its body and whether it has escapes.
     #[inline(always)]
     fn string_span(&mut self) -> Option<(usize, usize, bool)> {
-        let start = self.i + 1;
-        let mut j = start;
-        let mut escaped = false;
-        loop {
-            j = find_special(self.b, j);
-            match *self.b.get(j)? {
-                b'"' => {
-                    self.i = j + 1;
-                    return Some((start, j, escaped));
-                }
-                b'\\' => {
-                    escaped = true;
-                    match *self.b.get(j + 1)? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => j += 2,
-                        b'u' => {
-                            let hex = self.b.get(j + 2..j + 6)?;
-                            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                                return None;
-                            }
-                            j += 6;
-                        }
-                        _ => return None,
-                    }
-                }
-                _ => return None,
-            }
-        }
+        let (end, escaped) = string_end(self.b, self.i + 1)?;
+        let span = (self.i + 1, end - 1, escaped);
+        self.i = end;
+        Some(span)
     }
 
     /// A key and its `:`, as a `word`; `None` for a key with escapes (the reference unescapes
     /// before matching).
     #[inline(always)]
     fn key(&mut self) -> Option<u128> {
-        if self.peek()? != b'"' {
-            return None;
-        }
-        let (s, e, escaped) = self.string_span()?;
-        if escaped || self.peek()? != b':' {
-            return None;
-        }
-        self.i += 1;
-        let len = e - s;
-        Some(match self.b.get(s..s + 16) {
-            // The sixteen bytes from the key's start, cut to its length: one load, no copy.
-            Some(block) if len < 16 => {
-                let all = u128::from_le_bytes(block.try_into().unwrap_or([0; 16]));
-                all & ((1u128 << (8 * len)) - 1)
-            }
-            _ => word(&self.b[s..e]),
-        })
+        let (key, next) = key_at(self.b, self.i)?;
+        self.i = next;
+        Some(key)
     }
 
     /// After a member: `Some(true)` at `,` (more follow), `Some(false)` at the closing byte.
@@ -106,7 +80,7 @@ impl<'a> P<'a> {
 
     fn string(&mut self) -> Option<Cow<'a, str>> {
         let (s, e, escaped) = self.string_span()?;
-        let inner = &self.s[s..e];
+        let inner = self.sub(s, e);
         Some(if escaped {
             Cow::Owned(unescape(inner))
         } else {
@@ -117,99 +91,15 @@ impl<'a> P<'a> {
     /// Validates a number at the cursor (same grammar as the reference) and returns its text.
     #[inline(always)]
     fn number(&mut self) -> Option<&'a str> {
-        let b = self.b;
         let start = self.i;
-        let mut i = start;
-        let digits = |i: &mut usize| {
-            let s = *i;
-            while *i < b.len() && b[*i].is_ascii_digit() {
-                *i += 1;
-            }
-            *i - s
-        };
-        if b.get(i) == Some(&b'-') {
-            i += 1;
-        }
-        match b.get(i)? {
-            b'0' => i += 1,
-            b'1'..=b'9' => {
-                digits(&mut i);
-            }
-            _ => return None,
-        }
-        if b.get(i) == Some(&b'.') {
-            i += 1;
-            if digits(&mut i) == 0 {
-                return None;
-            }
-        }
-        if let Some(b'e' | b'E') = b.get(i) {
-            i += 1;
-            if let Some(b'+' | b'-') = b.get(i) {
-                i += 1;
-            }
-            if digits(&mut i) == 0 {
-                return None;
-            }
-        }
-        self.i = i;
-        Some(&self.s[start..i])
+        self.i = number_end(self.b, start)?;
+        Some(self.sub(start, self.i))
     }
 
     /// Validates and skips one value.
+    #[inline(always)]
     fn skip(&mut self, depth: u32) -> Option<()> {
-        match self.peek()? {
-            b'"' => {
-                self.string_span()?;
-            }
-            b'{' => {
-                if depth >= MAX_DEPTH {
-                    return None;
-                }
-                self.i += 1;
-                if self.peek()? == b'}' {
-                    self.i += 1;
-                    return Some(());
-                }
-                loop {
-                    if self.peek()? != b'"' {
-                        return None;
-                    }
-                    self.string_span()?;
-                    if self.peek()? != b':' {
-                        return None;
-                    }
-                    self.i += 1;
-                    self.skip(depth + 1)?;
-                    if !self.next_member(b'}')? {
-                        break;
-                    }
-                }
-            }
-            b'[' => {
-                if depth >= MAX_DEPTH {
-                    return None;
-                }
-                self.i += 1;
-                if self.peek()? == b']' {
-                    self.i += 1;
-                    return Some(());
-                }
-                loop {
-                    self.skip(depth + 1)?;
-                    if !self.next_member(b']')? {
-                        break;
-                    }
-                }
-            }
-            b't' => self.lit(b"true")?,
-            b'f' => self.lit(b"false")?,
-            b'n' => self.lit(b"null")?,
-            b'-' | b'0'..=b'9' => {
-                self.number()?;
-            }
-            _ => return None,
-        }
+        self.i = skip_value(self.b, self.i, depth)?;
         Some(())
     }
 
@@ -233,7 +123,7 @@ impl<'a> P<'a> {
         self.ws();
         let start = self.i;
         self.skip(0)?;
-        Some(&self.s[start..self.i])
+        Some(self.sub(start, self.i))
     }
 
     fn opt_string(&mut self) -> Option<Option<Cow<'a, str>>> {
@@ -330,6 +220,183 @@ impl<'a> P<'a> {
     }
 }
 
+/// The key at `i` (after any whitespace) and its `:`, as a `word`, and the index past the colon;
+/// `None` for a key with escapes (the reference unescapes before matching).
+#[inline(always)]
+fn key_at(b: &[u8], i: usize) -> Option<(u128, usize)> {
+    let i = skip_ws(b, i);
+    if *b.get(i)? != b'"' {
+        return None;
+    }
+    let (end, escaped) = string_end(b, i + 1)?;
+    let colon = skip_ws(b, end);
+    if escaped || *b.get(colon)? != b':' {
+        return None;
+    }
+    let (s, e) = (i + 1, end - 1);
+    let len = e - s;
+    let key = match b.get(s..s + 16) {
+        // The sixteen bytes from the key's start, cut to its length: one load, no copy.
+        Some(block) if len < 16 => {
+            let all = u128::from_le_bytes(block.try_into().unwrap_or([0; 16]));
+            all & ((1u128 << (8 * len)) - 1)
+        }
+        _ => word(&b[s..e]),
+    };
+    Some((key, colon + 1))
+}
+
+/// The end (just past the closing quote) of the string whose body starts at `j`, and whether it
+/// has escapes; `None` for a bad escape, a control byte or no closing quote.
+#[inline(always)]
+fn string_end(b: &[u8], mut j: usize) -> Option<(usize, bool)> {
+    let mut escaped = false;
+    loop {
+        j = find_special(b, j);
+        match *b.get(j)? {
+            b'"' => return Some((j + 1, escaped)),
+            b'\\' => {
+                escaped = true;
+                match *b.get(j + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => j += 2,
+                    b'u' => {
+                        let hex = b.get(j + 2..j + 6)?;
+                        if !hex.iter().all(u8::is_ascii_hexdigit) {
+                            return None;
+                        }
+                        j += 6;
+                    }
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The end of the number at `i` (the reference's grammar).
+#[inline(always)]
+fn number_end(b: &[u8], mut i: usize) -> Option<usize> {
+    let digits = |i: &mut usize| {
+        let s = *i;
+        while b.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i - s
+    };
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i)? {
+        b'0' => i += 1,
+        b'1'..=b'9' => {
+            digits(&mut i);
+        }
+        _ => return None,
+    }
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        if digits(&mut i) == 0 {
+            return None;
+        }
+    }
+    if let Some(b'e' | b'E') = b.get(i) {
+        i += 1;
+        if let Some(b'+' | b'-') = b.get(i) {
+            i += 1;
+        }
+        if digits(&mut i) == 0 {
+            return None;
+        }
+    }
+    Some(i)
+}
+
+#[inline(always)]
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Validates the value at `i` (after any whitespace) and returns its end. Iterative, with the
+/// open containers as bits of one word (1 = object): no call per value, the cursor in a
+/// register. `depth` containers are open around it already; past `MAX_DEPTH` in all it
+/// returns `None` (the reference takes such lines).
+fn skip_value(b: &[u8], mut i: usize, depth: u32) -> Option<usize> {
+    let mut open: u64 = 0;
+    let mut level = depth;
+    'value: loop {
+        i = skip_ws(b, i);
+        match *b.get(i)? {
+            b'"' => i = string_end(b, i + 1)?.0,
+            b'-' | b'0'..=b'9' => i = number_end(b, i)?,
+            c @ (b'{' | b'[') => {
+                if level >= MAX_DEPTH {
+                    return None;
+                }
+                let object = c == b'{';
+                let close = if object { b'}' } else { b']' };
+                i = skip_ws(b, i + 1);
+                if *b.get(i)? == close {
+                    i += 1;
+                } else {
+                    open = (open << 1) | u64::from(object);
+                    level += 1;
+                    if object {
+                        i = key_end(b, i)?;
+                    }
+                    continue 'value;
+                }
+            }
+            b't' => i = lit_end(b, i, b"true")?,
+            b'f' => i = lit_end(b, i, b"false")?,
+            b'n' => i = lit_end(b, i, b"null")?,
+            _ => return None,
+        }
+        // After a value: close containers until one goes on with `,`.
+        loop {
+            if level == depth {
+                return Some(i);
+            }
+            i = skip_ws(b, i);
+            let object = open & 1 == 1;
+            match (*b.get(i)?, object) {
+                (b',', _) => {
+                    i = skip_ws(b, i + 1);
+                    if object {
+                        i = key_end(b, i)?;
+                    }
+                    continue 'value;
+                }
+                (b'}', true) | (b']', false) => {
+                    i += 1;
+                    open >>= 1;
+                    level -= 1;
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// The key at `i` (on its `"`) and its `:`: the index just past the colon.
+#[inline(always)]
+fn key_end(b: &[u8], i: usize) -> Option<usize> {
+    if *b.get(i)? != b'"' {
+        return None;
+    }
+    let i = skip_ws(b, string_end(b, i + 1)?.0);
+    (*b.get(i)? == b':').then_some(i + 1)
+}
+
+#[inline(always)]
+fn lit_end<const N: usize>(b: &[u8], i: usize, lit: &[u8; N]) -> Option<usize> {
+    let next: &[u8; N] = b.get(i..i + N)?.try_into().ok()?;
+    (next == lit).then_some(i + N)
+}
+
 /// A key of up to 15 bytes as a number (its bytes little-endian, zero-padded), so that keys are
 /// told apart by comparing numbers; longer keys are 0, which names no key of interest.
 const fn word(k: &[u8]) -> u128 {
@@ -396,7 +463,7 @@ impl<'a> P<'a> {
             return None;
         }
         self.i = end + 1;
-        Some(&self.s[start..end])
+        Some(self.sub(start, end))
     }
 
     /// A JSON integer of at most 19 digits (no sign, no fraction, no exponent).
@@ -456,10 +523,10 @@ fn aif_shape<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a>) -> Option
     } else {
         p.skip(0)?;
     }
-    ev.payload = Some(Cow::Borrowed(&line[start..p.i]));
+    ev.payload = Some(Cow::Borrowed(p.sub(start, p.i)));
     p.lit(b"}")?;
     p.ws();
-    if p.i != p.b.len() || name.as_bytes().contains(&b'.') {
+    if p.i != p.b.len() || name.bytes().any(|c| c == b'.') {
         return None;
     }
     ev.run_id = Some(Cow::Borrowed(run_id));
@@ -533,7 +600,7 @@ pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a
             K_TS => {
                 ts_text = Some(if p.peek()? == b'"' {
                     let (s, e, _) = p.string_span()?;
-                    (&line[s..e], true)
+                    (p.sub(s, e), true)
                 } else {
                     (p.raw()?, false)
                 })
@@ -559,7 +626,7 @@ pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a
                 } else {
                     p.skip(0)?;
                 }
-                let raw = &line[start..p.i];
+                let raw = p.sub(start, p.i);
                 ev.payload = (raw != "null").then_some(Cow::Borrowed(raw));
             }
             _ => p.skip_inline(0)?,
@@ -573,7 +640,7 @@ pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a
         return None;
     }
     let name = name?;
-    if !v && name.as_bytes().contains(&b'.') {
+    if !v && name.bytes().any(|c| c == b'.') {
         return None;
     }
     ev.run_id = run_id.or(session);
@@ -596,6 +663,18 @@ pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a
 /// not be UTF-8: a line that is not is reported as damaged by whichever shard gets it.
 pub(crate) fn run_key_fast(line: &[u8]) -> Option<Option<&[u8]>> {
     let b = line;
+    // aif-loop's shape, `{"ts":"..","run_id":"..`: two literals and two string scans.
+    if let Some(rest) = b.strip_prefix(b"{\"ts\":\"") {
+        let ts_end = find_special(rest, 0);
+        if rest.get(ts_end) == Some(&b'"')
+            && let Some(run) = rest[ts_end + 1..].strip_prefix(b",\"run_id\":\"")
+        {
+            let end = find_special(run, 0);
+            if run.get(end) == Some(&b'"') {
+                return Some(Some(&run[..end]));
+            }
+        }
+    }
     let mut i = 0;
     let ws = |i: &mut usize| {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(*i) {
@@ -774,6 +853,58 @@ mod tests {
             Some(None)
         );
         assert_eq!(run_key_fast(br#"{"session_id":"s","run_id":"r"}"#), None);
+    }
+
+    /// A JSON value of any shape, as text.
+    fn json_value() -> impl Strategy<Value = String> {
+        let leaf = prop::sample::select(vec![
+            "0",
+            "-1",
+            "2.5e-3",
+            "1E+2",
+            "true",
+            "false",
+            "null",
+            "\"\"",
+            "\"a b\"",
+            "\"\\u00e9\\n\"",
+            "\"\u{e9}\"",
+        ])
+        .prop_map(str::to_string);
+        leaf.prop_recursive(6, 48, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec(inner, 0..4).prop_map(|v| {
+                    let members: Vec<String> = v
+                        .iter()
+                        .enumerate()
+                        .map(|(k, x)| format!("\"k{k}\" : {x}"))
+                        .collect();
+                    format!("{{ {} }}", members.join(" ,"))
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        /// `skip_value` takes every valid value whole, and whatever it takes (even after a
+        /// byte is changed) serde_json takes too.
+        #[test]
+        fn skip_value_validates_like_serde_json(v in json_value(), at in any::<prop::sample::Index>(),
+                byte in prop::sample::select(b"{}[],:\"\\ 0-.eEtfnu1a\x01".to_vec()), mutate in any::<bool>()) {
+            prop_assert_eq!(skip_value(v.as_bytes(), 0, 0), Some(v.len()), "{}", v);
+            let mut b = v.into_bytes();
+            if mutate {
+                let i = at.index(b.len());
+                b[i] = byte;
+            }
+            if skip_value(&b, 0, 0) == Some(b.len()) {
+                prop_assert!(serde_json::from_slice::<serde::de::IgnoredAny>(&b).is_ok(),
+                    "took {:?}", String::from_utf8_lossy(&b));
+            }
+        }
     }
 
     proptest! {
