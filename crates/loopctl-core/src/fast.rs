@@ -35,9 +35,7 @@ impl<'a> P<'a> {
 
     #[inline(always)]
     fn ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
-            self.i += 1;
-        }
+        self.i = skip_ws(self.b, self.i);
     }
 
     #[inline(always)]
@@ -103,18 +101,14 @@ impl<'a> P<'a> {
         Some(())
     }
 
-    /// `skip`, with strings and numbers (most values) handled without a call.
+    /// `skip`, with strings and numbers (most values) read here rather than in a call.
     #[inline(always)]
     fn skip_inline(&mut self, depth: u32) -> Option<()> {
-        match self.b.get(self.i) {
-            Some(b'"') => {
-                self.string_span()?;
-            }
-            Some(b'-' | b'0'..=b'9') => {
-                self.number()?;
-            }
-            _ => self.skip(depth)?,
-        }
+        self.i = match self.b.get(self.i) {
+            Some(b'"') => string_end(self.b, self.i + 1)?.0,
+            Some(b'-' | b'0'..=b'9') => number_end(self.b, self.i)?,
+            _ => skip_value(self.b, self.i, depth)?,
+        };
         Some(())
     }
 
@@ -444,13 +438,8 @@ impl<'a> P<'a> {
     /// Steps over `lit` if it is next, byte for byte (a fixed-size compare, inlined: no call).
     #[inline(always)]
     fn lit<const N: usize>(&mut self, lit: &[u8; N]) -> Option<()> {
-        let next: &[u8; N] = self.b.get(self.i..self.i + N)?.try_into().ok()?;
-        if next == lit {
-            self.i += N;
-            Some(())
-        } else {
-            None
-        }
+        self.i = lit_end(self.b, self.i, lit)?;
+        Some(())
     }
 
     /// The body of a string whose opening quote is just behind the cursor, when it has no
@@ -676,11 +665,7 @@ pub(crate) fn run_key_fast(line: &[u8]) -> Option<Option<&[u8]>> {
         }
     }
     let mut i = 0;
-    let ws = |i: &mut usize| {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(*i) {
-            *i += 1;
-        }
-    };
+    let ws = |i: &mut usize| *i = skip_ws(b, *i);
     // A plain string at `i` (on its `"`): its body, with `i` past the closing quote.
     let plain = |i: &mut usize| -> Option<&[u8]> {
         let start = *i + 1;
