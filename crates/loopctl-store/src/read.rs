@@ -89,22 +89,25 @@ pub fn replay_file(path: &Path, opts: &ReadOptions, resume: Option<&RunState>) -
     } else {
         opts.threads
     };
-    let shard = |i: usize, n: usize| {
-        let mut r = Replay::shard(&opts.default_run, i as u64, n as u64);
-        if !opts.states {
-            r = r.without_states();
-        }
-        if let Some(s) = resume {
-            r.resume(s.clone());
-        }
-        r
-    };
+    let shard = |i: usize, n: usize| new_shard(opts, resume, i, n);
     if threads == 1 {
         let mut r = shard(0, 1);
         for_each_piece(path, start, lines_before, opts.max_line, |p| r.piece(p))?;
         return Ok(r.finish());
     }
     replay_parallel(path, opts, resume, threads, PAR_CHUNK)
+}
+
+/// Shard `i` of `n` of a replay with these options, continuing from `resume`.
+fn new_shard(opts: &ReadOptions, resume: Option<&RunState>, i: usize, n: usize) -> Replay {
+    let mut r = Replay::shard(&opts.default_run, i as u64, n as u64);
+    if !opts.states {
+        r = r.without_states();
+    }
+    if let Some(s) = resume {
+        r.resume(s.clone());
+    }
+    r
 }
 
 /// `replay_file` on `threads` threads (at least two), in chunks of about `chunk` bytes.
@@ -117,16 +120,7 @@ fn replay_parallel(
 ) -> Result<Outcome> {
     let (start, lines_before) = resume.map_or((0, 0), |s| (s.log.offset, s.log.line));
     let size = std::fs::metadata(path).map_err(io_err(path))?.len();
-    let shard = |i: usize, n: usize| {
-        let mut r = Replay::shard(&opts.default_run, i as u64, n as u64);
-        if !opts.states {
-            r = r.without_states();
-        }
-        if let Some(s) = resume {
-            r.resume(s.clone());
-        }
-        r
-    };
+    let shard = |i: usize, n: usize| new_shard(opts, resume, i, n);
     let parts = match plan_chunks(path, start, size, opts.max_line, chunk)? {
         Some(chunks) => {
             // More shards than threads, handed out one at a time, so that a thread slowed
