@@ -318,7 +318,19 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 /// open containers as bits of one word (1 = object): no call per value, the cursor in a
 /// register. `depth` containers are open around it already; past `MAX_DEPTH` in all it
 /// returns `None` (the reference takes such lines).
-fn skip_value(b: &[u8], mut i: usize, depth: u32) -> Option<usize> {
+#[inline]
+fn skip_value(b: &[u8], i: usize, depth: u32) -> Option<usize> {
+    if b.get(i) == Some(&b'{')
+        && depth + 2 < MAX_DEPTH
+        && let Some(end) = skip_flat_object(b, i)
+    {
+        return Some(end);
+    }
+    skip_value_general(b, i, depth)
+}
+
+/// `skip_value` without the flat-object shortcut.
+fn skip_value_general(b: &[u8], mut i: usize, depth: u32) -> Option<usize> {
     let mut open: u64 = 0;
     let mut level = depth;
     'value: loop {
@@ -372,6 +384,65 @@ fn skip_value(b: &[u8], mut i: usize, depth: u32) -> Option<usize> {
                 _ => return None,
             }
         }
+    }
+}
+
+/// `skip_value` for the usual payload: an object written without whitespace whose values are
+/// strings, numbers, literals or arrays of those (cursor on its `{`). `None` for anything else,
+/// valid or not (`skip_value` then reads it the general way); when it takes a value, it is the
+/// value `skip_value` takes: every byte is checked with the same rules.
+#[inline(always)]
+fn skip_flat_object(b: &[u8], mut i: usize) -> Option<usize> {
+    i += 1;
+    if *b.get(i)? == b'}' {
+        return Some(i + 1);
+    }
+    loop {
+        if *b.get(i)? != b'"' {
+            return None;
+        }
+        let end = string_end(b, i + 1)?.0;
+        if *b.get(end)? != b':' {
+            return None;
+        }
+        i = flat_value(b, end + 1)?;
+        match *b.get(i)? {
+            b',' => i += 1,
+            b'}' => return Some(i + 1),
+            _ => return None,
+        }
+    }
+}
+
+/// A string, number, literal or compact array of those at `i`, for `skip_flat_object`.
+#[inline(always)]
+fn flat_value(b: &[u8], mut i: usize) -> Option<usize> {
+    if *b.get(i)? != b'[' {
+        return flat_scalar(b, i);
+    }
+    i += 1;
+    if *b.get(i)? == b']' {
+        return Some(i + 1);
+    }
+    loop {
+        i = flat_scalar(b, i)?;
+        match *b.get(i)? {
+            b',' => i += 1,
+            b']' => return Some(i + 1),
+            _ => return None,
+        }
+    }
+}
+
+#[inline(always)]
+fn flat_scalar(b: &[u8], i: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => Some(string_end(b, i + 1)?.0),
+        b'-' | b'0'..=b'9' => number_end(b, i),
+        b't' => lit_end(b, i, b"true"),
+        b'f' => lit_end(b, i, b"false"),
+        b'n' => lit_end(b, i, b"null"),
+        _ => None,
     }
 }
 
@@ -475,10 +546,66 @@ impl<'a> P<'a> {
     }
 }
 
-/// The line shape aif-loop writes, keys in its order and no whitespace:
+/// The fixed fields of the line shape aif-loop writes, keys in its order and no whitespace:
 /// `{"ts":"..","run_id":"..","seq":N,"iteration":N,"phase":"..","step":"..","event":"..",
-/// "status":"..","payload":{..}}`. Fixed text is compared rather than parsed; anything else
-/// (escapes, other number forms, other keys or order) returns `None` for the general path.
+/// "status":"..","payload":{..}}`.
+struct AifHead<'a> {
+    ts: &'a str,
+    run_id: &'a str,
+    seq: u64,
+    iteration: u64,
+    phase: &'a str,
+    step: &'a str,
+    name: &'a str,
+    status: &'a str,
+}
+
+/// Reads the aif-loop shape up to the payload, leaving the cursor on the payload's `{`. Fixed
+/// text is compared rather than parsed; anything else (escapes, other number forms, other keys
+/// or order) returns `None` for the general path.
+#[inline(always)]
+fn aif_head<'a>(p: &mut P<'a>) -> Option<AifHead<'a>> {
+    p.lit(b"{\"ts\":\"")?;
+    let ts = p.plain()?;
+    p.lit(b",\"run_id\":\"")?;
+    let run_id = p.plain()?;
+    p.lit(b",\"seq\":")?;
+    let seq = p.digits()?;
+    p.lit(b",\"iteration\":")?;
+    let iteration = p.digits()?;
+    p.lit(b",\"phase\":\"")?;
+    let phase = p.plain()?;
+    p.lit(b",\"step\":\"")?;
+    let step = p.plain()?;
+    p.lit(b",\"event\":\"")?;
+    let name = p.plain()?;
+    p.lit(b",\"status\":\"")?;
+    let status = p.plain()?;
+    p.lit(b",\"payload\":")?;
+    if p.b.get(p.i) != Some(&b'{') || name.bytes().any(|c| c == b'.') {
+        return None;
+    }
+    Some(AifHead {
+        ts,
+        run_id,
+        seq,
+        iteration,
+        phase,
+        step,
+        name,
+        status,
+    })
+}
+
+/// After the payload: the closing brace and nothing but whitespace.
+#[inline(always)]
+fn aif_tail(p: &mut P<'_>) -> Option<()> {
+    p.lit(b"}")?;
+    p.ws();
+    (p.i == p.b.len()).then_some(())
+}
+
+/// `parse_into` for the aif-loop shape (see `AifHead`).
 #[inline(always)]
 fn aif_shape<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a>) -> Option<()> {
     let mut p = P {
@@ -486,46 +613,54 @@ fn aif_shape<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a>) -> Option
         b: line.as_bytes(),
         i: 0,
     };
-    p.lit(b"{\"ts\":\"")?;
-    let ts = p.plain()?;
-    p.lit(b",\"run_id\":\"")?;
-    let run_id = p.plain()?;
-    p.lit(b",\"seq\":")?;
-    ev.seq = Some(p.digits()?);
-    p.lit(b",\"iteration\":")?;
-    ev.iteration = Some(p.digits()?);
-    p.lit(b",\"phase\":\"")?;
-    ev.phase = Some(Cow::Borrowed(p.plain()?));
-    p.lit(b",\"step\":\"")?;
-    ev.step = Some(Cow::Borrowed(p.plain()?));
-    p.lit(b",\"event\":\"")?;
-    let name = p.plain()?;
-    p.lit(b",\"status\":\"")?;
-    ev.status = Some(Cow::Borrowed(p.plain()?));
-    p.lit(b",\"payload\":")?;
+    let head = aif_head(&mut p)?;
     let start = p.i;
-    if p.b.get(p.i) != Some(&b'{') {
-        return None;
-    }
     if FACTS {
         p.facts(&mut ev.facts, 0)?;
     } else {
         p.skip(0)?;
     }
     ev.payload = Some(Cow::Borrowed(p.sub(start, p.i)));
-    p.lit(b"}")?;
-    p.ws();
-    if p.i != p.b.len() || name.bytes().any(|c| c == b'.') {
-        return None;
-    }
-    ev.run_id = Some(Cow::Borrowed(run_id));
+    aif_tail(&mut p)?;
+    ev.seq = Some(head.seq);
+    ev.iteration = Some(head.iteration);
+    ev.phase = Some(Cow::Borrowed(head.phase));
+    ev.step = Some(Cow::Borrowed(head.step));
+    ev.status = Some(Cow::Borrowed(head.status));
+    ev.run_id = Some(Cow::Borrowed(head.run_id));
     ev.dialect = Dialect::AifLoop;
     if FACTS {
-        ev.ts = Ts::parse_rfc3339(ts);
+        ev.ts = Ts::parse_rfc3339(head.ts);
     }
-    ev.kind = Kind::from_name(name);
-    ev.name = Cow::Borrowed(name);
+    ev.kind = Kind::from_name(head.name);
+    ev.name = Cow::Borrowed(head.name);
     Some(())
+}
+
+/// What counting needs of an event (`Replay::without_states`, `tally`).
+pub(crate) struct Brief<'a> {
+    pub run_id: &'a str,
+    pub seq: u64,
+    pub name: &'a str,
+}
+
+/// The `Brief` of an aif-loop shaped line, its payload validated: exactly the dialect (aif-loop),
+/// run, `seq` and name `parse_into` gives the line, with no event built. `None` for any other
+/// line (the caller then takes `parse_into`).
+pub(crate) fn aif_brief(line: &str) -> Option<Brief<'_>> {
+    let mut p = P {
+        s: line,
+        b: line.as_bytes(),
+        i: 0,
+    };
+    let head = aif_head(&mut p)?;
+    p.skip(0)?;
+    aif_tail(&mut p)?;
+    Some(Brief {
+        run_id: head.run_id,
+        seq: head.seq,
+        name: head.name,
+    })
 }
 
 /// `parse_line` for the lines it can read in one pass; `None` sends the line to the reference.
@@ -860,13 +995,19 @@ mod tests {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..4)
                     .prop_map(|v| format!("[{}]", v.join(","))),
-                prop::collection::vec(inner, 0..4).prop_map(|v| {
+                (prop::collection::vec(inner, 0..4), any::<bool>()).prop_map(|(v, compact)| {
+                    // Written compact (what `skip_flat_object` takes) or spaced out.
+                    let (colon, comma, pad) = if compact {
+                        (":", ",", "")
+                    } else {
+                        (" : ", " ,", " ")
+                    };
                     let members: Vec<String> = v
                         .iter()
                         .enumerate()
-                        .map(|(k, x)| format!("\"k{k}\" : {x}"))
+                        .map(|(k, x)| format!("\"k{k}\"{colon}{x}"))
                         .collect();
-                    format!("{{ {} }}", members.join(" ,"))
+                    format!("{{{pad}{}{pad}}}", members.join(comma))
                 }),
             ]
         })
@@ -888,6 +1029,11 @@ mod tests {
             if skip_value(&b, 0, 0) == Some(b.len()) {
                 prop_assert!(serde_json::from_slice::<serde::de::IgnoredAny>(&b).is_ok(),
                     "took {:?}", String::from_utf8_lossy(&b));
+            }
+            // The flat-object shortcut takes nothing the general reader would not, and ends
+            // where it does.
+            if b.first() == Some(&b'{') && let Some(end) = skip_flat_object(&b, 0) {
+                prop_assert_eq!(Some(end), skip_value_general(&b, 0, 0), "{:?}", String::from_utf8_lossy(&b));
             }
         }
     }

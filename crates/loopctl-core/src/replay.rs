@@ -52,14 +52,165 @@ pub struct Stats {
 }
 
 #[derive(Default)]
-struct Counters {
-    lines: u64,
-    blank: u64,
-    skipped: u64,
+pub(crate) struct Counters {
+    pub(crate) lines: u64,
+    pub(crate) blank: u64,
+    pub(crate) skipped: u64,
     dialect: [u64; 3],
     /// By `Kind as usize`, for the known kinds.
     kind: Vec<u64>,
     other: FxHashMap<String, u64>,
+}
+
+impl Counters {
+    /// Counts an event by dialect and type.
+    pub(crate) fn event(&mut self, ev: &Event<'_>) {
+        self.count(ev.dialect, ev.kind, &ev.name);
+    }
+
+    /// Counts an event of this dialect, kind and name.
+    #[inline]
+    pub(crate) fn count(&mut self, dialect: Dialect, kind: Kind, name: &str) {
+        self.dialect[dialect as usize] += 1;
+        if kind == Kind::Other {
+            match self.other.get_mut(name) {
+                Some(n) => *n += 1,
+                None => {
+                    self.other.insert(name.to_string(), 1);
+                }
+            }
+        } else {
+            let k = kind as usize;
+            if self.kind.len() <= k {
+                self.kind.resize(Kind::ALL.len(), 0);
+            }
+            self.kind[k] += 1;
+        }
+    }
+
+    pub(crate) fn add(&mut self, o: Counters) {
+        self.lines += o.lines;
+        self.blank += o.blank;
+        self.skipped += o.skipped;
+        for (a, b) in self.dialect.iter_mut().zip(o.dialect) {
+            *a += b;
+        }
+        if self.kind.len() < o.kind.len() {
+            self.kind.resize(o.kind.len(), 0);
+        }
+        for (a, b) in self.kind.iter_mut().zip(o.kind) {
+            *a += b;
+        }
+        for (name, n) in o.other {
+            *self.other.entry(name).or_default() += n;
+        }
+    }
+
+    pub(crate) fn into_stats(self) -> Stats {
+        let mut stats = Stats {
+            lines: self.lines,
+            blank: self.blank,
+            skipped: self.skipped,
+            ..Stats::default()
+        };
+        for d in [Dialect::Native, Dialect::AifLoop, Dialect::Avenor] {
+            if self.dialect[d as usize] > 0 {
+                stats
+                    .by_dialect
+                    .insert(d.name().into(), self.dialect[d as usize]);
+            }
+        }
+        for (&k, &n) in Kind::ALL.iter().zip(&self.kind) {
+            if n > 0 {
+                stats.by_event.insert(k.name().into(), n);
+                stats.events += n;
+            }
+        }
+        for (name, n) in self.other {
+            stats.unknown += n;
+            stats.events += n;
+            *stats.by_event.entry(name).or_default() += n;
+        }
+        stats
+    }
+}
+
+/// `parse_line` into `ev` (a fresh `Event::new(Kind::Other)`, built in place: it is large),
+/// reading payload facts and the timestamp only with `facts`. The error is the finding's reason.
+pub(crate) fn read_event<'a>(text: &'a str, facts: bool, ev: &mut Event<'a>) -> Result<(), String> {
+    let fast = if facts {
+        crate::fast::parse_into::<true>(text, ev)
+    } else {
+        crate::fast::parse_into::<false>(text, ev)
+    };
+    if fast.is_some() {
+        return Ok(());
+    }
+    match parse_line_reference(text) {
+        Ok(parsed) => {
+            *ev = parsed;
+            Ok(())
+        }
+        Err(e) => Err(match memchr::memchr(0, text.as_bytes()) {
+            Some(i) => format!("NUL byte at byte {i} of the line ({e})"),
+            None => e.to_string(),
+        }),
+    }
+}
+
+pub(crate) fn oversize_reason(len: u64) -> String {
+    format!("line of {len} bytes exceeds the line size cap")
+}
+
+/// A damaged line's finding: mid-log, or the torn tail after the last newline.
+pub(crate) fn damage_kind(terminated: bool) -> FindingKind {
+    if terminated {
+        FindingKind::BadLine
+    } else {
+        FindingKind::TornTail
+    }
+}
+
+/// What an event's `seq` means after a run's `events` and `last_seq`.
+pub(crate) struct SeqStep {
+    pub finding: Option<(FindingKind, String)>,
+    /// The event repeats the last `seq`: it is not applied.
+    pub duplicate: bool,
+    /// The run's `last_seq` stays this (the event came out of order).
+    pub keep: Option<u64>,
+}
+
+pub(crate) fn seq_step(events: u64, last: Option<u64>, seq: Option<u64>) -> SeqStep {
+    let mut step = SeqStep {
+        finding: None,
+        duplicate: false,
+        keep: None,
+    };
+    if let (Some(seq), Some(last)) = (seq, last) {
+        if seq == last {
+            step.duplicate = true;
+            step.finding = Some((
+                FindingKind::SeqDuplicate,
+                format!("seq {seq} repeats the previous event's; not applied"),
+            ));
+        } else if seq < last {
+            step.finding = Some((
+                FindingKind::SeqReorder,
+                format!("seq {seq} after seq {last}"),
+            ));
+            step.keep = Some(last);
+        } else if seq > last + 1 {
+            step.finding = Some((
+                FindingKind::SeqGap,
+                format!("seq jumps from {last} to {seq}"),
+            ));
+        }
+    } else if let (Some(seq), None, 0) = (seq, last, events)
+        && seq > 1
+    {
+        step.finding = Some((FindingKind::SeqGap, format!("first event has seq {seq}")));
+    }
+    step
 }
 
 /// A run being replayed. The reducer decodes every `evaluation_done` payload into
@@ -156,12 +307,7 @@ impl Replay {
                 if self.shard.0 == 0 {
                     self.counters.lines += 1;
                     self.counters.skipped += 1;
-                    self.finding(
-                        pos,
-                        FindingKind::Oversize,
-                        format!("line of {len} bytes exceeds the line size cap"),
-                        None,
-                    );
+                    self.finding(pos, FindingKind::Oversize, oversize_reason(len), None);
                 }
             }
         }
@@ -232,61 +378,24 @@ impl Replay {
                 return;
             }
         }
-        // `parse_line`, with the event built in place (it is large; no moves).
         let mut ev = Event::new(Kind::Other);
-        let fast = if self.states {
-            crate::fast::parse_into::<true>(text, &mut ev)
-        } else {
-            crate::fast::parse_into::<false>(text, &mut ev)
-        };
-        if fast.is_some() {
-            self.counters.lines += 1;
-            self.event(pos, end, terminated, &mut ev);
-            return;
-        }
-        match parse_line_reference(text) {
-            Ok(mut ev) => {
+        match read_event(text, self.states, &mut ev) {
+            Ok(()) => {
                 self.counters.lines += 1;
                 self.event(pos, end, terminated, &mut ev);
             }
-            Err(e) => {
-                let reason = match memchr::memchr(0, text.as_bytes()) {
-                    Some(i) => format!("NUL byte at byte {i} of the line ({e})"),
-                    None => e.to_string(),
-                };
-                self.bad(pos, terminated, reason);
-            }
+            Err(reason) => self.bad(pos, terminated, reason),
         }
     }
 
     fn bad(&mut self, pos: Pos, terminated: bool, reason: String) {
         self.counters.lines += 1;
         self.counters.skipped += 1;
-        let kind = if terminated {
-            FindingKind::BadLine
-        } else {
-            FindingKind::TornTail
-        };
-        self.finding(pos, kind, reason, None);
+        self.finding(pos, damage_kind(terminated), reason, None);
     }
 
     fn event(&mut self, pos: Pos, end: u64, terminated: bool, ev: &mut Event<'_>) {
-        let c = &mut self.counters;
-        c.dialect[ev.dialect as usize] += 1;
-        if ev.kind == Kind::Other {
-            match c.other.get_mut(&*ev.name) {
-                Some(n) => *n += 1,
-                None => {
-                    c.other.insert(ev.name.to_string(), 1);
-                }
-            }
-        } else {
-            let k = ev.kind as usize;
-            if c.kind.len() <= k {
-                c.kind.resize(Kind::ALL.len(), 0);
-            }
-            c.kind[k] += 1;
-        }
+        self.counters.event(ev);
         let key = ev.run_id.as_deref().unwrap_or(&self.default_run);
         let slot = match self.runs.get_mut(key) {
             Some(s) => s,
@@ -296,32 +405,11 @@ impl Replay {
                 .or_insert_with(|| Slot::new(RunState::new(key))),
         };
         let state = &mut slot.state;
-        let mut seq_finding = None;
-        let mut keep_seq = None;
-        if let (Some(seq), Some(last)) = (ev.seq, state.last_seq) {
-            if seq == last {
-                seq_finding = Some((
-                    FindingKind::SeqDuplicate,
-                    format!("seq {seq} repeats the previous event's; not applied"),
-                ));
-            } else if seq < last {
-                seq_finding = Some((
-                    FindingKind::SeqReorder,
-                    format!("seq {seq} after seq {last}"),
-                ));
-                keep_seq = Some(last);
-            } else if seq > last + 1 {
-                seq_finding = Some((
-                    FindingKind::SeqGap,
-                    format!("seq jumps from {last} to {seq}"),
-                ));
-            }
-        } else if let (Some(seq), None, 0) = (ev.seq, state.last_seq, state.events)
-            && seq > 1
-        {
-            seq_finding = Some((FindingKind::SeqGap, format!("first event has seq {seq}")));
-        }
-        let duplicate = matches!(seq_finding, Some((FindingKind::SeqDuplicate, _)));
+        let SeqStep {
+            finding: seq_finding,
+            duplicate,
+            keep: keep_seq,
+        } = seq_step(state.events, state.last_seq, ev.seq);
         if !duplicate && !self.states {
             // What `apply_mut` does to the two fields the seq checks read.
             state.events += 1;
@@ -360,31 +448,7 @@ impl Replay {
     }
 
     pub fn finish(self) -> Outcome {
-        let c = self.counters;
-        let mut stats = Stats {
-            lines: c.lines,
-            blank: c.blank,
-            skipped: c.skipped,
-            ..Stats::default()
-        };
-        for d in [Dialect::Native, Dialect::AifLoop, Dialect::Avenor] {
-            if c.dialect[d as usize] > 0 {
-                stats
-                    .by_dialect
-                    .insert(d.name().into(), c.dialect[d as usize]);
-            }
-        }
-        for (&k, &n) in Kind::ALL.iter().zip(&c.kind) {
-            if n > 0 {
-                stats.by_event.insert(k.name().into(), n);
-                stats.events += n;
-            }
-        }
-        for (name, n) in c.other {
-            stats.unknown += n;
-            stats.events += n;
-            *stats.by_event.entry(name).or_default() += n;
-        }
+        let stats = self.counters.into_stats();
         let mut findings = self.findings;
         findings.sort();
         Outcome {

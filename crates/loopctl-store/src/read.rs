@@ -7,7 +7,9 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use loopctl_core::lines::{DEFAULT_MAX_LINE, LineText, Piece, Pos, Splitter, decode};
 use loopctl_core::replay::route;
+use loopctl_core::tally::{ChunkTally, Tally};
 use loopctl_core::{Event, Outcome, Replay, RunState, parse_line};
+use std::collections::BTreeMap;
 
 use crate::{Result, StoreError, io_err};
 
@@ -122,6 +124,9 @@ fn replay_parallel(
     let size = std::fs::metadata(path).map_err(io_err(path))?.len();
     let shard = |i: usize, n: usize| new_shard(opts, resume, i, n);
     let parts = match plan_chunks(path, start, size, opts.max_line, chunk)? {
+        Some(chunks) if !opts.states && resume.is_none() => {
+            return tally_chunks(path, &chunks, lines_before, opts, threads);
+        }
         Some(chunks) => {
             // More shards than threads, handed out one at a time, so that a thread slowed
             // down by other work on the machine does not hold the others up.
@@ -594,6 +599,86 @@ fn replay_chunks(
     match work.failed.take() {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+/// Counts and checks `chunks` (`ReadOptions::states` false) on `threads` threads: each thread
+/// reads whole chunks, taken in file order, and whoever finishes the next chunk in order merges
+/// it. At most `WINDOW` chunks wait to be merged, so memory stays bounded.
+fn tally_chunks(
+    path: &Path,
+    chunks: &[(u64, u64)],
+    lines_before: u64,
+    opts: &ReadOptions,
+    threads: usize,
+) -> Result<Outcome> {
+    struct Merge {
+        tally: Tally,
+        /// Chunks read but not merged yet, by index.
+        done: BTreeMap<usize, ChunkTally>,
+        next_merge: usize,
+        next_read: usize,
+        failed: Option<StoreError>,
+        panic: Option<Box<dyn std::any::Any + Send>>,
+    }
+    let file = File::open(path).map_err(io_err(path))?;
+    let merge = Mutex::new(Merge {
+        tally: Tally::new(lines_before),
+        done: BTreeMap::new(),
+        next_merge: 0,
+        next_read: 0,
+        failed: None,
+        panic: None,
+    });
+    let wake = Condvar::new();
+    let worker = || {
+        let mut m = lock(merge.lock());
+        loop {
+            if m.failed.is_some() || m.panic.is_some() || m.next_read >= chunks.len() {
+                break;
+            }
+            if m.next_read >= m.next_merge + WINDOW {
+                m = lock(wake.wait(m));
+                continue;
+            }
+            let c = m.next_read;
+            m.next_read += 1;
+            drop(m);
+            let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let ch = chunks[c];
+                load(&file, path, ch, c == chunks.len() - 1)
+                    .map(|b| ChunkTally::read(&b, ch.0, &opts.default_run, opts.max_line))
+            }));
+            m = lock(merge.lock());
+            match read {
+                Err(p) => m.panic = Some(p),
+                Ok(Err(e)) => m.failed = Some(e),
+                Ok(Ok(t)) => {
+                    m.done.insert(c, t);
+                    let m = &mut *m;
+                    while let Some(t) = m.done.remove(&m.next_merge) {
+                        m.tally.push(t);
+                        m.next_merge += 1;
+                    }
+                }
+            }
+            wake.notify_all();
+        }
+    };
+    std::thread::scope(|sc| {
+        let worker = &worker;
+        for _ in 1..threads {
+            sc.spawn(worker);
+        }
+        worker();
+    });
+    let m = lock(merge.into_inner());
+    if let Some(p) = m.panic {
+        std::panic::resume_unwind(p);
+    }
+    match m.failed {
+        Some(e) => Err(e),
+        None => Ok(m.tally.finish()),
     }
 }
 
