@@ -271,27 +271,19 @@ fn string_end(b: &[u8], mut j: usize) -> Option<(usize, bool)> {
 /// The end of the number at `i` (the reference's grammar).
 #[inline(always)]
 fn number_end(b: &[u8], mut i: usize) -> Option<usize> {
-    let digits = |i: &mut usize| {
-        let s = *i;
-        while b.get(*i).is_some_and(u8::is_ascii_digit) {
-            *i += 1;
-        }
-        *i - s
-    };
     if b.get(i) == Some(&b'-') {
         i += 1;
     }
     match b.get(i)? {
         b'0' => i += 1,
-        b'1'..=b'9' => {
-            digits(&mut i);
-        }
+        b'1'..=b'9' => i += digit_run(b, i),
         _ => return None,
     }
     if b.get(i) == Some(&b'.') {
         i += 1;
-        if digits(&mut i) == 0 {
-            return None;
+        match digit_run(b, i) {
+            0 => return None,
+            n => i += n,
         }
     }
     if let Some(b'e' | b'E') = b.get(i) {
@@ -299,11 +291,49 @@ fn number_end(b: &[u8], mut i: usize) -> Option<usize> {
         if let Some(b'+' | b'-') = b.get(i) {
             i += 1;
         }
-        if digits(&mut i) == 0 {
-            return None;
+        match digit_run(b, i) {
+            0 => return None,
+            n => i += n,
         }
     }
     Some(i)
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// How many ASCII digits start at `start`, eight bytes a step.
+#[inline(always)]
+fn digit_run(b: &[u8], start: usize) -> usize {
+    let mut i = start;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        // Per byte, the high bit ends up set where the byte is not a digit: below b'0' the
+        // subtraction borrows, above b'9' the addition reaches 0x80 (or carries out). Borrows and
+        // carries start only at such bytes and move up, so the lowest flag is exact.
+        let not_digit = (x.wrapping_sub(ONES * 0x30) | x.wrapping_add(ONES * 0x46)) & (ONES * 0x80);
+        if not_digit != 0 {
+            return i - start + (not_digit.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    i - start
+}
+
+/// Whether `s` holds a `.`, eight bytes a step.
+#[inline(always)]
+fn has_dot(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut chunks = b.chunks_exact(8);
+    for chunk in &mut chunks {
+        let x = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])) ^ (ONES * u64::from(b'.'));
+        if x.wrapping_sub(ONES) & !x & (ONES * 0x80) != 0 {
+            return true;
+        }
+    }
+    chunks.remainder().contains(&b'.')
 }
 
 #[inline(always)]
@@ -529,20 +559,18 @@ impl<'a> P<'a> {
     /// A JSON integer of at most 19 digits (no sign, no fraction, no exponent).
     #[inline(always)]
     fn digits(&mut self) -> Option<u64> {
-        let b = self.b;
         let start = self.i;
-        let mut i = start;
-        let mut n = 0u64;
-        while let Some(&c) = b.get(i).filter(|c| c.is_ascii_digit()) {
-            n = n.wrapping_mul(10).wrapping_add(u64::from(c - b'0'));
-            i += 1;
-        }
-        let len = i - start;
-        if len == 0 || len > 19 || (b[start] == b'0' && len > 1) {
+        let len = digit_run(self.b, start);
+        if len == 0 || len > 19 || (self.b[start] == b'0' && len > 1) {
             return None;
         }
-        self.i = i;
-        Some(n)
+        self.i = start + len;
+        // At most 19 digits: no overflow.
+        Some(
+            self.b[start..start + len]
+                .iter()
+                .fold(0u64, |n, &c| n * 10 + u64::from(c - b'0')),
+        )
     }
 }
 
@@ -582,7 +610,7 @@ fn aif_head<'a>(p: &mut P<'a>) -> Option<AifHead<'a>> {
     p.lit(b",\"status\":\"")?;
     let status = p.plain()?;
     p.lit(b",\"payload\":")?;
-    if p.b.get(p.i) != Some(&b'{') || name.bytes().any(|c| c == b'.') {
+    if p.b.get(p.i) != Some(&b'{') || has_dot(name) {
         return None;
     }
     Some(AifHead {
@@ -1035,6 +1063,19 @@ mod tests {
             if b.first() == Some(&b'{') && let Some(end) = skip_flat_object(&b, 0) {
                 prop_assert_eq!(Some(end), skip_value_general(&b, 0, 0), "{:?}", String::from_utf8_lossy(&b));
             }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn digit_run_and_has_dot_follow_their_definitions(b in prop::collection::vec(
+            prop::sample::select(b"0123456789./:\x00\x7f\x80\xb9\xba\xff a".to_vec()), 0..40),
+            start in any::<prop::sample::Index>()) {
+            let start = start.index(b.len() + 1);
+            let want = b[start..].iter().take_while(|c| c.is_ascii_digit()).count();
+            prop_assert_eq!(digit_run(&b, start), want);
+            let s = String::from_utf8_lossy(&b);
+            prop_assert_eq!(has_dot(&s), s.contains('.'));
         }
     }
 

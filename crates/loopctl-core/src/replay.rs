@@ -469,8 +469,12 @@ impl Replay {
             findings: Vec::new(),
             stats: Stats::default(),
         };
+        // Each part's runs are sorted: one (stable) sort of the sorted runs and a bulk build
+        // rather than an insertion per run. A run in two parts keeps the later part's state,
+        // as insertion would.
+        let mut runs = Vec::with_capacity(parts.iter().map(|p| p.runs.len()).sum());
         for p in parts {
-            out.runs.extend(p.runs);
+            runs.extend(p.runs);
             out.findings.extend(p.findings);
             let s = &mut out.stats;
             s.lines += p.stats.lines;
@@ -485,6 +489,7 @@ impl Replay {
                 *s.by_event.entry(k).or_default() += n;
             }
         }
+        out.runs = runs.into_iter().collect();
         out.findings.sort();
         out
     }

@@ -19,6 +19,10 @@ use crate::replay::{
 };
 use crate::state::RunState;
 
+/// Bytes read at a time within a chunk (a UTF-8 check, then the lines): small enough to stay
+/// in cache in between.
+const BLOCK: usize = 64 << 10;
+
 /// One event of a chunk: what the seq checks need.
 struct Seen {
     /// Index into the chunk's `runs`.
@@ -45,16 +49,30 @@ impl ChunkTally {
     /// last newline are the log's unterminated tail (only the last chunk has any). Lines longer
     /// than `max_line` are reported and skipped, as the line splitter does.
     pub fn read(bytes: &[u8], start: u64, default_run: &str, max_line: usize) -> ChunkTally {
+        ChunkTally::read_blocks(bytes, start, default_run, max_line, BLOCK)
+    }
+
+    /// `read`, `block` bytes at a time.
+    fn read_blocks<'a>(
+        bytes: &'a [u8],
+        start: u64,
+        default_run: &'a str,
+        max_line: usize,
+        block: usize,
+    ) -> ChunkTally {
         let mut t = ChunkTally {
             // About one event per 200 bytes: no regrowing on the way.
             seen: Vec::with_capacity(bytes.len() / 200 + 1),
             ..ChunkTally::default()
         };
         let mut runs: FxHashMap<Cow<'_, str>, u32> = FxHashMap::default();
-        // One UTF-8 check for the whole chunk; lines are checked one by one only if it fails.
-        let text = simdutf8::basic::from_utf8(bytes).ok();
-        let mut at = 0;
-        let mut line = |t: &mut ChunkTally, at: usize, end: usize, terminated: bool| {
+        // `bytes[base..]` is `text` when that is known to be UTF-8.
+        let mut line = |t: &mut ChunkTally,
+                        text: Option<&'a str>,
+                        base: usize,
+                        at: usize,
+                        end: usize,
+                        terminated: bool| {
             let pos = Pos {
                 line: t.newlines + 1,
                 offset: start + at as u64,
@@ -71,8 +89,8 @@ impl ChunkTally {
                 return;
             }
             let decoded = match text {
-                // `at` and `end` are at a newline or an end of the chunk: char boundaries.
-                Some(s) => decode_str(pos, &s[at..end]),
+                // `at` and `end` are at a newline or an end of the block: char boundaries.
+                Some(s) => decode_str(pos, &s[at - base..end - base]),
                 None => decode(pos, &bytes[at..end]),
             };
             let text = match decoded {
@@ -120,13 +138,33 @@ impl ChunkTally {
                 seq,
             });
         };
-        for nl in memchr::memchr_iter(b'\n', bytes) {
-            line(&mut t, at, nl, true);
-            t.newlines += 1;
-            at = nl + 1;
-        }
-        if at < bytes.len() {
-            line(&mut t, at, bytes.len(), false);
+        // Blocks of about `BLOCK` bytes ending at line ends: each is checked for UTF-8 at once
+        // (lines are checked one by one only if that fails) and read while still in cache.
+        let mut base = 0;
+        while base < bytes.len() {
+            let want = (base + block.max(1)).min(bytes.len());
+            let end = if want == bytes.len() {
+                want
+            } else {
+                match memchr::memrchr(b'\n', &bytes[base..want]) {
+                    Some(i) => base + i + 1,
+                    None => {
+                        memchr::memchr(b'\n', &bytes[want..]).map_or(bytes.len(), |i| want + i + 1)
+                    }
+                }
+            };
+            let text = simdutf8::basic::from_utf8(&bytes[base..end]).ok();
+            let mut at = base;
+            for nl in memchr::memchr_iter(b'\n', &bytes[base..end]) {
+                let nl = base + nl;
+                line(&mut t, text, base, at, nl, true);
+                t.newlines += 1;
+                at = nl + 1;
+            }
+            if at < end {
+                line(&mut t, text, base, at, end, false);
+            }
+            base = end;
         }
         let mut names = vec![String::new(); runs.len()];
         for (name, i) in runs {
@@ -261,6 +299,7 @@ mod tests {
             cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
             tail in any::<bool>(),
             max_line in prop::sample::select(vec![60usize, 1 << 20]),
+            block in 1usize..300,
         ) {
             let mut log = Vec::new();
             for &(kind, run, seq) in &lines {
@@ -294,7 +333,7 @@ mod tests {
             bounds.dedup();
             let mut tally = Tally::new(0);
             for w in bounds.windows(2) {
-                tally.push(ChunkTally::read(&log[w[0]..w[1]], w[0] as u64, "dflt", max_line));
+                tally.push(ChunkTally::read_blocks(&log[w[0]..w[1]], w[0] as u64, "dflt", max_line, block));
             }
             let got = tally.finish();
             let mut r = Replay::new("dflt").without_states();

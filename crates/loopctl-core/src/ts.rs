@@ -82,7 +82,7 @@ fn fast_parse(b: &[u8]) -> Option<Ts> {
     if b[13] != b':' || b[16] != b':' || !matches!(b[b.len() - 1], b'Z' | b'z') {
         return None;
     }
-    let (y, mo, d) = (digits(&b[0..4])?, digits(&b[5..7])?, digits(&b[8..10])?);
+    let days = days_of_date(&b[..10])?;
     let (h, mi, s) = (
         digits(&b[11..13])?,
         digits(&b[14..16])?,
@@ -105,15 +105,39 @@ fn fast_parse(b: &[u8]) -> Option<Ts> {
         }
         _ => return None,
     };
-    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59 {
+    if h > 23 || mi > 59 || s > 59 {
         return None;
     }
-    let days = days_from_civil(y, mo, d);
     Some(Ts(days * 86_400_000
         + h * 3_600_000
         + mi * 60_000
         + s * 1000
         + ms))
+}
+
+/// Days since 1970-01-01 of a valid `YYYY-MM-DD`. The last date read on this thread is kept:
+/// the lines of a log mostly share their date, and this is the costly part of a timestamp.
+fn days_of_date(date: &[u8]) -> Option<i64> {
+    thread_local! {
+        static LAST: std::cell::Cell<([u8; 10], i64)> = const { std::cell::Cell::new(([0; 10], 0)) };
+    }
+    let key: [u8; 10] = date.try_into().ok()?;
+    let (last, days) = LAST.get();
+    // A zeroed key is never a valid date: the first call always computes.
+    if last == key {
+        return Some(days);
+    }
+    let (y, mo, d) = (
+        digits(&key[0..4])?,
+        digits(&key[5..7])?,
+        digits(&key[8..10])?,
+    );
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) {
+        return None;
+    }
+    let days = days_from_civil(y, mo, d);
+    LAST.set((key, days));
+    Some(days)
 }
 
 fn days_in_month(y: i64, m: i64) -> i64 {
@@ -192,6 +216,26 @@ mod tests {
             let slow = OffsetDateTime::parse(&s, &Rfc3339).unwrap();
             prop_assert_eq!(fast_parse(s.as_bytes()).map(|t| t.0),
                             Some((slow.unix_timestamp_nanos() / 1_000_000) as i64));
+        }
+
+        /// The date kept from the last timestamp never leaks into the next one: a run of
+        /// timestamps on nearby days, some with impossible dates, parses as each alone would.
+        #[test]
+        fn the_kept_date_never_leaks(stamps in prop::collection::vec(
+            (0i64..40, 0i64..86_400_000, 0u8..4), 1..30)) {
+            for (day, ms, bad) in stamps {
+                let mut s = Ts(1_770_000_000_000 + day * 86_400_000 + ms).to_rfc3339();
+                match bad {
+                    // An impossible day or month, the rest unchanged.
+                    0 => s.replace_range(8..10, "31"),
+                    1 => s.replace_range(5..7, "13"),
+                    _ => {}
+                }
+                let want = OffsetDateTime::parse(&s, &Rfc3339)
+                    .ok()
+                    .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
+                prop_assert_eq!(Ts::parse_rfc3339(&s).map(|t| t.0), want, "{}", s);
+            }
         }
     }
 }
