@@ -259,8 +259,10 @@ impl Tally {
     pub fn finish(self) -> Outcome {
         let mut findings = self.findings;
         findings.sort();
-        let runs: BTreeMap<String, RunState> = self
-            .runs
+        let mut runs = self.runs;
+        runs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // Already in order: the map is bulk-built, each state moved once.
+        let runs: BTreeMap<String, RunState> = runs
             .into_iter()
             .map(|(name, events, last_seq)| {
                 let mut state = RunState::new(&name);
