@@ -183,7 +183,20 @@ impl<'a> P<'a> {
     }
 
     /// The payload object (cursor on its `{`), read into `f` key by key like `Facts::take`.
+    /// `f` holds no facts yet.
     fn facts(&mut self, f: &mut Facts, depth: u32) -> Option<()> {
+        if depth == 0 {
+            if let Some(end) = self.flat_facts(f) {
+                self.i = end;
+                return Some(());
+            }
+            *f = Facts::default();
+        }
+        self.facts_general(f, depth)
+    }
+
+    /// `facts` without the flat-object shortcut.
+    fn facts_general(&mut self, f: &mut Facts, depth: u32) -> Option<()> {
         if depth >= MAX_DEPTH {
             return None;
         }
@@ -204,7 +217,7 @@ impl<'a> P<'a> {
                 K_NEW_ITERATION | K_TO => f.new_iteration = self.opt_u64()?,
                 K_TOKENS_IN | K_INPUT_TOKENS => f.tokens_in = self.opt_u64()?,
                 K_TOKENS_OUT | K_OUTPUT_TOKENS => f.tokens_out = self.opt_u64()?,
-                K_USAGE if self.peek()? == b'{' => self.facts(f, depth + 1)?,
+                K_USAGE if self.peek()? == b'{' => self.facts_general(f, depth + 1)?,
                 _ => self.skip_inline(depth + 1)?,
             }
             if !self.next_member(b'}')? {
@@ -212,6 +225,187 @@ impl<'a> P<'a> {
             }
         }
     }
+}
+
+impl<'a> P<'a> {
+    /// `facts` for a payload written without whitespace whose values are scalars or arrays of
+    /// scalars (what aif-loop writes): keys told apart by length, then by their bytes, and each
+    /// value read once. Returns the index past the closing `}`, or `None` for any other
+    /// payload (then `f` holds partial facts and `facts_general` reads it from the start).
+    /// Every byte is checked with `skip_flat_object`'s rules, and each fact is what
+    /// `facts_general` reads for it.
+    #[inline(always)]
+    fn flat_facts(&self, f: &mut Facts) -> Option<usize> {
+        let b = self.b;
+        let mut i = self.i + 1;
+        if *b.get(i)? == b'}' {
+            return Some(i + 1);
+        }
+        loop {
+            if *b.get(i)? != b'"' {
+                return None;
+            }
+            let (end, escaped) = string_end(b, i + 1)?;
+            if escaped || *b.get(end)? != b':' {
+                return None;
+            }
+            let key = &b[i + 1..end - 1];
+            i = end + 1;
+            i = match (key.len(), key) {
+                (2, b"to") | (13, b"new_iteration") => self.flat_u64(i, &mut f.new_iteration)?,
+                (9, b"tokens_in") | (12, b"input_tokens") => self.flat_u64(i, &mut f.tokens_in)?,
+                (10, b"tokens_out") | (13, b"output_tokens") => {
+                    self.flat_u64(i, &mut f.tokens_out)?
+                }
+                (10, b"fail_count") => self.flat_u64(i, &mut f.fail_count)?,
+                (5, b"score") => self.flat_f64(i, &mut f.score)?,
+                (9, b"threshold") => self.flat_f64(i, &mut f.threshold)?,
+                (6, b"passed") => match b.get(i)? {
+                    b't' => {
+                        f.passed = Some(true);
+                        lit_end(b, i, b"true")?
+                    }
+                    b'f' => {
+                        f.passed = Some(false);
+                        lit_end(b, i, b"false")?
+                    }
+                    _ => {
+                        f.passed = None;
+                        flat_value(b, i)?
+                    }
+                },
+                (6, b"failed") | (12, b"failed_rules") => self.flat_strings(i, &mut f.failed)?,
+                (8, b"warnings") | (10, b"warn_rules") => self.flat_strings(i, &mut f.warnings)?,
+                (6, b"reason") => {
+                    let (value, end) = self.flat_string(i)?;
+                    f.reason = value.map(Cow::into_owned);
+                    end
+                }
+                // A nested object: `facts_general` reads it.
+                (5, b"usage") if b.get(i) == Some(&b'{') => return None,
+                _ => flat_value(b, i)?,
+            };
+            match *b.get(i)? {
+                b',' => i += 1,
+                b'}' => return Some(i + 1),
+                _ => return None,
+            }
+        }
+    }
+
+    /// `opt_u64` at `i` for `flat_facts`: the index past the value.
+    #[inline(always)]
+    fn flat_u64(&self, i: usize, out: &mut Option<u64>) -> Option<usize> {
+        let b = self.b;
+        match *b.get(i)? {
+            b'0'..=b'9' => {
+                let len = digit_run(b, i);
+                let plain = len <= 19
+                    && (b[i] != b'0' || len == 1)
+                    && !matches!(b.get(i + len), Some(b'.' | b'e' | b'E'));
+                if plain {
+                    // At most 19 digits: no overflow.
+                    *out = Some(
+                        b[i..i + len]
+                            .iter()
+                            .fold(0u64, |n, &c| n * 10 + u64::from(c - b'0')),
+                    );
+                    return Some(i + len);
+                }
+                let end = number_end(b, i)?;
+                *out = u64_of_number(self.sub(i, end));
+                Some(end)
+            }
+            b'-' => {
+                let end = number_end(b, i)?;
+                *out = u64_of_number(self.sub(i, end));
+                Some(end)
+            }
+            _ => {
+                *out = None;
+                flat_value(b, i)
+            }
+        }
+    }
+
+    /// `opt_f64` at `i` for `flat_facts`.
+    #[inline(always)]
+    fn flat_f64(&self, i: usize, out: &mut Option<f64>) -> Option<usize> {
+        match *self.b.get(i)? {
+            b'-' | b'0'..=b'9' => {
+                let end = number_end(self.b, i)?;
+                *out = Some(decimal(&self.b[i..end]).or_else(|| self.sub(i, end).parse().ok())?);
+                Some(end)
+            }
+            _ => {
+                *out = None;
+                flat_value(self.b, i)
+            }
+        }
+    }
+
+    /// `opt_string` at `i` for `flat_facts`: the string, if the value is one, and its end.
+    #[inline(always)]
+    fn flat_string(&self, i: usize) -> Option<(Option<Cow<'a, str>>, usize)> {
+        if *self.b.get(i)? != b'"' {
+            return Some((None, flat_scalar(self.b, i)?));
+        }
+        let (end, escaped) = string_end(self.b, i + 1)?;
+        let body = self.sub(i + 1, end - 1);
+        let value = if escaped {
+            Cow::Owned(unescape(body))
+        } else {
+            Cow::Borrowed(body)
+        };
+        Some((Some(value), end))
+    }
+
+    /// `opt_string_array` at `i` for `flat_facts`.
+    #[inline(always)]
+    fn flat_strings(&self, mut i: usize, out: &mut Option<Vec<String>>) -> Option<usize> {
+        let b = self.b;
+        if *b.get(i)? != b'[' {
+            *out = None;
+            return flat_scalar(b, i);
+        }
+        i += 1;
+        let mut list = Vec::new();
+        if *b.get(i)? != b']' {
+            loop {
+                let (value, end) = self.flat_string(i)?;
+                list.extend(value.map(Cow::into_owned));
+                i = end;
+                match *b.get(i)? {
+                    b',' => i += 1,
+                    b']' => break,
+                    _ => return None,
+                }
+            }
+        }
+        *out = Some(list);
+        Some(i + 1)
+    }
+}
+
+/// The value of a JSON number written `D.DDD` (one integer digit, at most 14 more), computed
+/// exactly as `str::parse::<f64>` rounds it: the digits as an integer (below 10^15 < 2^53,
+/// exact) over a power of ten (at most 10^14, exact) is one correctly rounded division. `None`
+/// for other forms.
+#[inline(always)]
+fn decimal(n: &[u8]) -> Option<f64> {
+    const POW10: [f64; 15] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14,
+    ];
+    let [int @ b'0'..=b'9', b'.', frac @ ..] = n else {
+        return None;
+    };
+    if frac.is_empty() || frac.len() > 14 || !frac.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let digits = frac
+        .iter()
+        .fold(u64::from(int - b'0'), |m, &c| m * 10 + u64::from(c - b'0'));
+    Some(digits as f64 / POW10[frac.len()])
 }
 
 /// The key at `i` (after any whitespace) and its `:`, as a `word`, and the index past the colon;
@@ -1064,6 +1258,101 @@ mod tests {
                 prop_assert_eq!(Some(end), skip_value_general(&b, 0, 0), "{:?}", String::from_utf8_lossy(&b));
             }
         }
+    }
+
+    /// A payload value of a kind `flat_facts` reads, or one it leaves to `facts_general`.
+    fn fact_value() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
+            "0",
+            "7",
+            "01",
+            "-3",
+            "1.5",
+            "1e2",
+            "0.35",
+            "0.333333",
+            "3.14159265358979",
+            "9.999999999999999",
+            "12345678901234567890",
+            "18446744073709551615",
+            "\"x\"",
+            "\"a\\nb\\u00e9\"",
+            "true",
+            "false",
+            "tru",
+            "null",
+            "[]",
+            "[\"r1\",\"r2\"]",
+            "[\"a\\u00e9\",1,null]",
+            "[[1]]",
+            "[\"r1\" ]",
+            "{\"input_tokens\":3}",
+            "{}",
+        ])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// Whatever payload `flat_facts` takes, it ends where `facts_general` does with the same
+        /// facts; and `facts` (shortcut first) always answers as `facts_general` does.
+        #[test]
+        fn flat_facts_read_what_the_general_reader_reads(
+            members in prop::collection::vec((prop::sample::select(vec![
+                "score", "passed", "threshold", "failed", "failed_rules", "warnings", "warn_rules",
+                "fail_count", "reason", "new_iteration", "to", "tokens_in", "input_tokens",
+                "tokens_out", "output_tokens", "usage", "duration_ms", "path", "t\\u006f"]),
+                fact_value()), 0..7),
+            spaced in any::<bool>()) {
+            let sep = if spaced { ", " } else { "," };
+            let body: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+            let text = format!("{{{}}}", body.join(sep));
+            let p = |f: &mut Facts, general: bool| {
+                let mut p = P { s: &text, b: text.as_bytes(), i: 0 };
+                let r = if general { p.facts_general(f, 0) } else { p.facts(f, 0) };
+                r.map(|()| p.i)
+            };
+            let (mut general, mut shortcut) = (Facts::default(), Facts::default());
+            let end = p(&mut general, true);
+            prop_assert_eq!(p(&mut shortcut, false), end, "{}", text);
+            if end.is_some() {
+                prop_assert_eq!(&shortcut, &general, "{}", text);
+            }
+            let mut flat = Facts::default();
+            let reader = P { s: &text, b: text.as_bytes(), i: 0 };
+            if let Some(flat_end) = reader.flat_facts(&mut flat) {
+                prop_assert_eq!(Some(flat_end), end, "{}", text);
+                prop_assert_eq!(&flat, &general, "{}", text);
+            }
+        }
+
+        /// `decimal` gives `str::parse`'s value, bit for bit, where it answers.
+        #[test]
+        fn decimal_rounds_like_parse(int in 0u8..10, frac in "[0-9]{1,16}") {
+            let text = format!("{int}.{frac}");
+            let parsed: f64 = text.parse().unwrap();
+            match decimal(text.as_bytes()) {
+                Some(v) => prop_assert_eq!(v.to_bits(), parsed.to_bits(), "{}", text),
+                None => prop_assert!(frac.len() > 14),
+            }
+        }
+    }
+
+    #[test]
+    fn the_usual_payload_takes_the_flat_path() {
+        let text = r#"{"score":0.35,"passed":false,"failed_rules":["r8","r10"],"duration_ms":13991,"tokens_in":2790,"tokens_out":517}"#;
+        let mut f = Facts::default();
+        let p = P {
+            s: text,
+            b: text.as_bytes(),
+            i: 0,
+        };
+        assert_eq!(p.flat_facts(&mut f), Some(text.len()));
+        assert_eq!(f.score, Some(0.35));
+        assert_eq!(f.failed, Some(vec!["r8".to_string(), "r10".to_string()]));
+        assert_eq!(
+            (f.tokens_in, f.tokens_out, f.passed),
+            (Some(2790), Some(517), Some(false))
+        );
     }
 
     proptest! {

@@ -31,16 +31,63 @@ impl Ts {
 
     /// `2026-02-18T12:01:10.123Z`: always UTC, always milliseconds.
     pub fn to_rfc3339(self) -> String {
+        let mut buf = [0; 24];
+        match self.write_rfc3339(&mut buf) {
+            Some(text) => text.to_string(),
+            None => {
+                let (y, m, d, h, mi, s, ms) = self.fields();
+                format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z")
+            }
+        }
+    }
+
+    /// `to_rfc3339` into `buf`, for years 0 to 9999 (the others take `format!`): run.json
+    /// holds two timestamps per run, and `format!` was most of their cost.
+    fn write_rfc3339(self, buf: &mut [u8; 24]) -> Option<&str> {
+        let (y, m, d, h, mi, s, ms) = self.fields();
+        if !(0..=9999).contains(&y) {
+            return None;
+        }
+        let mut put = |at: usize, n: i64, width: u32| {
+            for k in 0..width as usize {
+                buf[at + k] = b'0' + (n / 10i64.pow(width - 1 - k as u32) % 10) as u8;
+            }
+        };
+        put(0, y, 4);
+        put(5, m, 2);
+        put(8, d, 2);
+        put(11, h, 2);
+        put(14, mi, 2);
+        put(17, s, 2);
+        put(20, ms, 3);
+        for (at, c) in [
+            (4, b'-'),
+            (7, b'-'),
+            (10, b'T'),
+            (13, b':'),
+            (16, b':'),
+            (19, b'.'),
+            (23, b'Z'),
+        ] {
+            buf[at] = c;
+        }
+        std::str::from_utf8(buf).ok()
+    }
+
+    /// Year, month, day, hour, minute, second, millisecond.
+    fn fields(self) -> (i64, i64, i64, i64, i64, i64, i64) {
         let days = self.0.div_euclid(86_400_000);
         let rem = self.0.rem_euclid(86_400_000);
         let (y, m, d) = civil_from_days(days);
-        let (h, mi, s, ms) = (
+        (
+            y,
+            m,
+            d,
             rem / 3_600_000,
             rem / 60_000 % 60,
             rem / 1000 % 60,
             rem % 1000,
-        );
-        format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z")
+        )
     }
 }
 
@@ -52,7 +99,11 @@ impl std::fmt::Display for Ts {
 
 impl Serialize for Ts {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_rfc3339())
+        let mut buf = [0; 24];
+        match self.write_rfc3339(&mut buf) {
+            Some(text) => s.serialize_str(text),
+            None => s.serialize_str(&self.to_rfc3339()),
+        }
     }
 }
 
@@ -83,15 +134,14 @@ fn fast_parse(b: &[u8]) -> Option<Ts> {
         return None;
     }
     let days = days_of_date(&b[..10])?;
-    let (h, mi, s) = (
-        digits(&b[11..13])?,
-        digits(&b[14..16])?,
-        digits(&b[17..19])?,
-    );
+    let (h, mi, s) = clock(b[11..19].try_into().ok()?)?;
     let frac = &b[19..b.len() - 1];
-    let ms = match frac {
+    let ms = match *frac {
         [] => 0,
-        [b'.', rest @ ..] if (1..=9).contains(&rest.len()) => {
+        [b'.', x @ b'0'..=b'9', y @ b'0'..=b'9', z @ b'0'..=b'9'] => {
+            i64::from(x - b'0') * 100 + i64::from(y - b'0') * 10 + i64::from(z - b'0')
+        }
+        [b'.', ref rest @ ..] if (1..=9).contains(&rest.len()) => {
             let mut ms = 0;
             for i in 0..3 {
                 let c = rest.get(i).copied().unwrap_or(b'0');
@@ -113,6 +163,25 @@ fn fast_parse(b: &[u8]) -> Option<Ts> {
         + mi * 60_000
         + s * 1000
         + ms))
+}
+
+/// Hours, minutes and seconds of `HH:MM:SS` (not range-checked), all eight bytes at once.
+fn clock(b: &[u8; 8]) -> Option<(i64, i64, i64)> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // The two colons' bytes.
+    const COLONS: u64 = 0x0000_ff00_00ff_0000;
+    let x = u64::from_le_bytes(*b);
+    if x & COLONS != 0x0000_3a00_003a_0000 {
+        return None;
+    }
+    // The colons read as '0', then every byte must be a digit: a byte below '0' borrows and
+    // one above '9' reaches 0x80 when 0x46 is added, so any non-digit sets a high bit.
+    let x = (x & !COLONS) | ((ONES * 0x30) & COLONS);
+    if (x.wrapping_sub(ONES * 0x30) | x.wrapping_add(ONES * 0x46)) & (ONES * 0x80) != 0 {
+        return None;
+    }
+    let d = (x - ONES * 0x30).to_le_bytes().map(i64::from);
+    Some((d[0] * 10 + d[1], d[3] * 10 + d[4], d[6] * 10 + d[7]))
 }
 
 /// Days since 1970-01-01 of a valid `YYYY-MM-DD`. The last date read on this thread is kept:
@@ -216,6 +285,24 @@ mod tests {
             let slow = OffsetDateTime::parse(&s, &Rfc3339).unwrap();
             prop_assert_eq!(fast_parse(s.as_bytes()).map(|t| t.0),
                             Some((slow.unix_timestamp_nanos() / 1_000_000) as i64));
+        }
+
+        /// `clock` reads what three two-digit fields and two colons spell, and nothing else.
+        #[test]
+        fn clock_reads_exactly_hh_mm_ss(b in prop::collection::vec(
+            prop::sample::select(b"0123456789:/;\x00\x7f\x80\xb9\xba\xff a".to_vec()), 8)) {
+            let b: [u8; 8] = b.try_into().unwrap();
+            let want = (b[2] == b':' && b[5] == b':')
+                .then(|| Some((digits(&b[0..2])?, digits(&b[3..5])?, digits(&b[6..8])?)))
+                .flatten();
+            prop_assert_eq!(clock(&b), want);
+        }
+
+        #[test]
+        fn written_timestamps_are_formatted_ones(ms in -400_000_000_000_000i64..400_000_000_000_000i64) {
+            let (y, m, d, h, mi, s, milli) = Ts(ms).fields();
+            prop_assert_eq!(Ts(ms).to_rfc3339(),
+                format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z"));
         }
 
         /// The date kept from the last timestamp never leaks into the next one: a run of
