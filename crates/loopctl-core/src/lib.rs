@@ -19,6 +19,7 @@ pub mod replay;
 pub mod salvage;
 pub mod stagnation;
 pub mod state;
+mod state_json;
 pub mod tally;
 pub mod trace;
 pub mod transition;

@@ -43,7 +43,7 @@ impl Ts {
 
     /// `to_rfc3339` into `buf`, for years 0 to 9999 (the others take `format!`): run.json
     /// holds two timestamps per run, and `format!` was most of their cost.
-    fn write_rfc3339(self, buf: &mut [u8; 24]) -> Option<&str> {
+    pub(crate) fn write_rfc3339(self, buf: &mut [u8; 24]) -> Option<&str> {
         let (y, m, d, h, mi, s, ms) = self.fields();
         if !(0..=9999).contains(&y) {
             return None;

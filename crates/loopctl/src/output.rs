@@ -65,22 +65,23 @@ pub fn print(text: &str) {
     let _ = out.flush();
 }
 
-/// One compact JSON line per item, in order: serialized on up to `threads` threads a block at a
-/// time, and printed in large writes.
-pub fn json_lines<T: serde::Serialize + Sync>(items: &[T], threads: usize) {
+/// One compact JSON line per item, in order, `write` appending an item's JSON to a buffer:
+/// serialized on up to `threads` threads a block at a time, and printed in large writes.
+pub fn json_lines<T: Sync>(items: &[T], threads: usize, write: impl Fn(&T, &mut Vec<u8>) + Sync) {
     const BLOCK: usize = 2048;
     let threads = threads.max(1);
-    let one = |part: &[T]| {
-        let mut out = String::with_capacity(part.len() * 256);
+    let write = &write;
+    let one = move |part: &[T]| {
+        let mut out = Vec::with_capacity(part.len() * 256);
         for v in part {
-            out.push_str(&serde_json::to_string(v).unwrap_or_default());
-            out.push('\n');
+            write(v, &mut out);
+            out.push(b'\n');
         }
         out
     };
     for block in items.chunks(BLOCK) {
         let per = block.len().div_ceil(threads);
-        let texts: Vec<String> = std::thread::scope(|sc| {
+        let texts: Vec<Vec<u8>> = std::thread::scope(|sc| {
             let handles: Vec<_> = block
                 .chunks(per)
                 .skip(1)
@@ -104,13 +105,14 @@ pub fn json_lines<T: serde::Serialize + Sync>(items: &[T], threads: usize) {
 /// newlines (serde_json escapes them in strings), so the stdout adapter would pass it through
 /// unchanged, unless it holds a DEL byte (0x7f), which it strips: text without one is written
 /// straight to stdout, sparing the adapter's byte-by-byte scan.
-fn print_json(text: &str) {
-    if text.as_bytes().contains(&0x7f) {
-        print(text);
+fn print_json(text: &[u8]) {
+    if text.contains(&0x7f) {
+        // serde_json writes UTF-8 only: the lossy decoding never replaces anything.
+        print(&String::from_utf8_lossy(text));
         return;
     }
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
+    let _ = out.write_all(text);
     let _ = out.flush();
 }
 

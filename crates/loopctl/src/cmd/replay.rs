@@ -31,7 +31,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     if runs.len() > 1 && a.run_id.is_none() {
         if a.json {
             let states: Vec<&RunState> = runs.values().collect();
-            output::json_lines(&states, ctx.read.threads);
+            output::json_lines(&states, ctx.read.threads, |s, out| s.write_json(out));
         } else {
             let mut t = output::table(&[
                 "RUN", "STATUS", "ITER", "PHASE", "SCORE", "EVENTS", "UPDATED",
