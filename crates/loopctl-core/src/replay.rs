@@ -448,35 +448,35 @@ impl Replay {
     }
 
     pub fn finish(self) -> Outcome {
-        let stats = self.counters.into_stats();
-        let mut findings = self.findings;
-        findings.sort();
-        Outcome {
+        Replay::merge(vec![self.finish_part()])
+    }
+
+    /// The shard's outcome, its runs not yet sorted: `merge` sorts the runs of all parts once.
+    pub fn finish_part(self) -> Part {
+        Part {
             runs: self
                 .runs
                 .into_iter()
                 .map(|(k, slot)| (k, slot.into_state()))
                 .collect(),
-            findings,
-            stats,
+            findings: self.findings,
+            stats: self.counters.into_stats(),
         }
     }
 
-    /// Merges the outcomes of shards of one replay.
-    pub fn merge(parts: Vec<Outcome>) -> Outcome {
-        let mut out = Outcome {
-            runs: BTreeMap::new(),
-            findings: Vec::new(),
-            stats: Stats::default(),
-        };
-        // Each part's runs are sorted: one (stable) sort of the sorted runs and a bulk build
-        // rather than an insertion per run. A run in two parts keeps the later part's state,
-        // as insertion would.
-        let mut runs = Vec::with_capacity(parts.iter().map(|p| p.runs.len()).sum());
+    /// Merges the parts of one replay (shards, or one whole replay).
+    pub fn merge(parts: Vec<Part>) -> Outcome {
+        let mut runs: Vec<(String, RunState)> = Vec::new();
+        let mut findings = Vec::new();
+        let mut stats = Stats::default();
         for p in parts {
-            runs.extend(p.runs);
-            out.findings.extend(p.findings);
-            let s = &mut out.stats;
+            if runs.is_empty() {
+                runs = p.runs;
+            } else {
+                runs.extend(p.runs);
+            }
+            findings.extend(p.findings);
+            let s = &mut stats;
             s.lines += p.stats.lines;
             s.blank += p.stats.blank;
             s.events += p.stats.events;
@@ -489,10 +489,26 @@ impl Replay {
                 *s.by_event.entry(k).or_default() += n;
             }
         }
-        out.runs = runs.into_iter().collect();
-        out.findings.sort();
-        out
+        // A state is large: sorting the (key, index) pairs and then moving each state into
+        // place once moves far fewer bytes than sorting the states. The sort is stable, and the
+        // map keeps the last of equal keys: a run in two parts keeps the later part's state,
+        // as insertion would.
+        runs.sort_by_cached_key(|(k, _)| k.clone());
+        findings.sort();
+        Outcome {
+            // Sorted already: collecting checks that in one pass and builds the map in bulk.
+            runs: runs.into_iter().collect(),
+            findings,
+            stats,
+        }
     }
+}
+
+/// One shard's outcome before the merge (`Replay::finish_part`).
+pub struct Part {
+    runs: Vec<(String, RunState)>,
+    findings: Vec<Finding>,
+    stats: Stats,
 }
 
 /// The shard (of `shards`) whose `Replay` applies this line: the one `Replay::line` keeps it

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 
 use loopctl_core::lines::{DEFAULT_MAX_LINE, LineText, Piece, Pos, Splitter, decode};
-use loopctl_core::replay::route;
+use loopctl_core::replay::{Part, route};
 use loopctl_core::tally::{ChunkTally, Tally};
 use loopctl_core::{Event, Outcome, Replay, RunState, parse_line};
 use std::collections::BTreeMap;
@@ -155,14 +155,14 @@ fn replay_parallel(
                     .into_iter()
                     .try_for_each(|h| h.join().expect("replay worker panicked"))
             })?;
-            shards.into_iter().map(Replay::finish).collect()
+            shards.into_iter().map(Replay::finish_part).collect()
         }
     };
     Ok(Replay::merge(parts))
 }
 
-/// `Replay::finish` of every shard, on `threads` threads.
-fn finish_all(shards: Vec<Replay>, threads: usize) -> Vec<Outcome> {
+/// `Replay::finish_part` of every shard, on `threads` threads.
+fn finish_all(shards: Vec<Replay>, threads: usize) -> Vec<Part> {
     let per = shards.len().div_ceil(threads.max(1)).max(1);
     let mut groups: Vec<Vec<Replay>> = Vec::new();
     let mut rest = shards.into_iter();
@@ -176,7 +176,7 @@ fn finish_all(shards: Vec<Replay>, threads: usize) -> Vec<Outcome> {
     std::thread::scope(|sc| {
         let handles: Vec<_> = groups
             .into_iter()
-            .map(|g| sc.spawn(move || g.into_iter().map(Replay::finish).collect::<Vec<_>>()))
+            .map(|g| sc.spawn(move || g.into_iter().map(Replay::finish_part).collect::<Vec<_>>()))
             .collect();
         handles
             .into_iter()

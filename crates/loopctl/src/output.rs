@@ -68,35 +68,46 @@ pub fn print(text: &str) {
 /// One compact JSON line per item, in order, `write` appending an item's JSON to a buffer:
 /// serialized on up to `threads` threads a block at a time, and printed in large writes.
 pub fn json_lines<T: Sync>(items: &[T], threads: usize, write: impl Fn(&T, &mut Vec<u8>) + Sync) {
+    in_blocks(items, threads, write, print_json);
+}
+
+/// `json_lines` handing each block's text, in order, to `emit`.
+fn in_blocks<T: Sync>(
+    items: &[T],
+    threads: usize,
+    write: impl Fn(&T, &mut Vec<u8>) + Sync,
+    mut emit: impl FnMut(&[u8]),
+) {
     const BLOCK: usize = 2048;
     let threads = threads.max(1);
     let write = &write;
-    let one = move |part: &[T]| {
-        let mut out = Vec::with_capacity(part.len() * 256);
+    let one = move |part: &[T], out: &mut Vec<u8>| {
         for v in part {
-            write(v, &mut out);
+            write(v, out);
             out.push(b'\n');
         }
-        out
     };
+    // One buffer per thread, reused from block to block: fresh ones would fault in new pages
+    // for every block.
+    let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); threads];
     for block in items.chunks(BLOCK) {
+        bufs.iter_mut().for_each(Vec::clear);
         let per = block.len().div_ceil(threads);
-        let texts: Vec<Vec<u8>> = std::thread::scope(|sc| {
-            let handles: Vec<_> = block
-                .chunks(per)
-                .skip(1)
-                .map(|part| sc.spawn(move || one(part)))
+        std::thread::scope(|sc| {
+            let (mine, others) = bufs.split_at_mut(1);
+            let mut parts = block.chunks(per);
+            let first = parts.next().unwrap_or_default();
+            let handles: Vec<_> = parts
+                .zip(others.iter_mut())
+                .map(|(part, out)| sc.spawn(move || one(part, out)))
                 .collect();
-            let mut texts = vec![one(&block[..per.min(block.len())])];
-            texts.extend(
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("serializing a state panicked")),
-            );
-            texts
+            one(first, &mut mine[0]);
+            for h in handles {
+                h.join().expect("serializing a state panicked");
+            }
         });
-        for t in &texts {
-            print_json(t);
+        for t in bufs.iter().filter(|t| !t.is_empty()) {
+            emit(t);
         }
     }
 }
@@ -128,4 +139,31 @@ pub fn score(s: f64) -> String {
         .trim_end_matches('0')
         .trim_end_matches('.')
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_hold_every_item_once_in_order() {
+        for threads in 1..4 {
+            for n in [0, 1, 2, 3, 2047, 2048, 2049, 4097] {
+                let items: Vec<usize> = (0..n).collect();
+                let mut got = Vec::new();
+                in_blocks(
+                    &items,
+                    threads,
+                    |v, out| out.extend_from_slice(v.to_string().as_bytes()),
+                    |t| got.extend_from_slice(t),
+                );
+                let want: String = items.iter().map(|v| format!("{v}\n")).collect();
+                assert_eq!(
+                    String::from_utf8(got).unwrap(),
+                    want,
+                    "{threads} threads, {n} items"
+                );
+            }
+        }
+    }
 }
