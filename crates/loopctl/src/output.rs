@@ -81,32 +81,31 @@ fn in_blocks<T: Sync>(
     const BLOCK: usize = 2048;
     let threads = threads.max(1);
     let write = &write;
-    let one = move |part: &[T], out: &mut Vec<u8>| {
+    let one = move |part: &[T]| {
+        let mut out = Vec::with_capacity(part.len() * 256);
         for v in part {
-            write(v, out);
+            write(v, &mut out);
             out.push(b'\n');
         }
+        out
     };
-    // One buffer per thread, reused from block to block: fresh ones would fault in new pages
-    // for every block.
-    let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); threads];
     for block in items.chunks(BLOCK) {
-        bufs.iter_mut().for_each(Vec::clear);
         let per = block.len().div_ceil(threads);
-        std::thread::scope(|sc| {
-            let (mine, others) = bufs.split_at_mut(1);
-            let mut parts = block.chunks(per);
-            let first = parts.next().unwrap_or_default();
-            let handles: Vec<_> = parts
-                .zip(others.iter_mut())
-                .map(|(part, out)| sc.spawn(move || one(part, out)))
+        let texts: Vec<Vec<u8>> = std::thread::scope(|sc| {
+            let handles: Vec<_> = block
+                .chunks(per)
+                .skip(1)
+                .map(|part| sc.spawn(move || one(part)))
                 .collect();
-            one(first, &mut mine[0]);
-            for h in handles {
-                h.join().expect("serializing a state panicked");
-            }
+            let mut texts = vec![one(&block[..per.min(block.len())])];
+            texts.extend(
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("serializing a state panicked")),
+            );
+            texts
         });
-        for t in bufs.iter().filter(|t| !t.is_empty()) {
+        for t in &texts {
             emit(t);
         }
     }
