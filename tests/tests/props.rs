@@ -118,7 +118,7 @@ proptest! {
             let mut sp = Splitter::new(DEFAULT_MAX_LINE);
             sp.push(&bytes, |p| r.piece(p));
             sp.finish(|p| r.piece(p));
-            r.finish()
+            r.finish_part()
         }).collect();
         let merged = Replay::merge(parts);
         prop_assert_eq!(merged.runs, one.runs);
