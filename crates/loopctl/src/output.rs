@@ -81,8 +81,13 @@ fn in_blocks<T: Sync>(
     const BLOCK: usize = 2048;
     let threads = threads.max(1);
     let write = &write;
+    // Bytes per item, learnt from the previous block: buffers sized right are not copied as
+    // they grow.
+    let per_item = std::sync::atomic::AtomicUsize::new(256);
+    let per_item = &per_item;
     let one = move |part: &[T]| {
-        let mut out = Vec::with_capacity(part.len() * 256);
+        let hint = per_item.load(std::sync::atomic::Ordering::Relaxed);
+        let mut out = Vec::with_capacity(part.len() * hint);
         for v in part {
             write(v, &mut out);
             out.push(b'\n');
@@ -105,6 +110,11 @@ fn in_blocks<T: Sync>(
             );
             texts
         });
+        let bytes: usize = texts.iter().map(Vec::len).sum();
+        per_item.store(
+            (bytes / block.len().max(1)) * 9 / 8 + 16,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         for t in &texts {
             emit(t);
         }
