@@ -489,10 +489,10 @@ impl Replay {
                 *s.by_event.entry(k).or_default() += n;
             }
         }
-        // A state is large: sorting the (key, index) pairs and then moving each state into
-        // place once moves far fewer bytes than sorting the states. The sort is stable, and the
-        // map keeps the last of equal keys: a run in two parts keeps the later part's state,
-        // as insertion would.
+        // A state is large: `sort_by_cached_key` sorts (key, index) pairs and then swaps each
+        // state into place, far fewer bytes moved than sorting the states themselves. It is
+        // stable, and the map keeps the last of equal keys: a run in two parts keeps the later
+        // part's state, as insertion would.
         runs.sort_by_cached_key(|(k, _)| k.clone());
         findings.sort();
         Outcome {
