@@ -78,8 +78,7 @@ impl RunState {
         w.key("phase_errors").u64(*phase_errors);
         w.key("last_error").opt_string(last_error.as_deref());
         w.key("unknown_events").u64(*unknown_events);
-        w.key("loop_started")
-            .raw(if *loop_started { b"true" } else { b"false" });
+        w.key("loop_started").bool(*loop_started);
         w.key("log").log(log);
         w.close();
     }
@@ -95,6 +94,20 @@ impl Writer<'_> {
     fn open(&mut self) {
         self.out.push(b'{');
         self.first = true;
+    }
+
+    /// A nested object, opened: its members go through the returned writer.
+    fn object(&mut self) -> Writer<'_> {
+        let mut w = Writer {
+            out: self.out,
+            first: true,
+        };
+        w.open();
+        w
+    }
+
+    fn bool(&mut self, b: bool) {
+        self.raw(if b { b"true" } else { b"false" });
     }
 
     fn close(&mut self) {
@@ -180,13 +193,8 @@ impl Writer<'_> {
             reason,
             detail,
         } = s;
-        let mut w = Writer {
-            out: self.out,
-            first: true,
-        };
-        w.open();
-        w.key("passed")
-            .raw(if *passed { b"true" } else { b"false" });
+        let mut w = self.object();
+        w.key("passed").bool(*passed);
         w.key("reason").string(reason);
         if let Some(d) = detail {
             w.key("detail").string(d);
@@ -202,16 +210,12 @@ impl Writer<'_> {
             passed,
             seq,
         } = p;
-        let mut w = Writer {
-            out: self.out,
-            first: true,
-        };
-        w.open();
+        let mut w = self.object();
         w.key("iteration").u64(*iteration);
         w.key("phase").string(phase);
         w.key("score").f64(*score);
         if let Some(p) = passed {
-            w.key("passed").raw(if *p { b"true" } else { b"false" });
+            w.key("passed").bool(*p);
         }
         if let Some(s) = seq {
             w.key("seq").u64(*s);
@@ -221,11 +225,7 @@ impl Writer<'_> {
 
     fn tokens(&mut self, t: &Tokens) {
         let Tokens { input, output } = t;
-        let mut w = Writer {
-            out: self.out,
-            first: true,
-        };
-        w.open();
+        let mut w = self.object();
         w.key("input").u64(*input);
         w.key("output").u64(*output);
         w.close();
@@ -238,11 +238,7 @@ impl Writer<'_> {
             len,
             fingerprint,
         } = l;
-        let mut w = Writer {
-            out: self.out,
-            first: true,
-        };
-        w.open();
+        let mut w = self.object();
         w.key("offset").u64(*offset);
         w.key("line").u64(*line);
         w.key("len").u64(*len);
