@@ -198,7 +198,7 @@ const PARALLEL_MIN: u64 = 8 << 20;
 /// Nominal bytes per chunk of a parallel replay; chunks end at line ends.
 const PAR_CHUNK: u64 = 1 << 20;
 /// The same when counting only (`tally_chunks`): a chunk is read once, start to end, so larger
-/// chunks cost nothing in cache and save mappings (each unmapping interrupts the other cores).
+/// chunks cost nothing in cache and mean fewer hand-offs between threads.
 const TALLY_CHUNK: u64 = 4 << 20;
 /// How much is read at a time while looking for a line end.
 const PROBE: usize = 64 << 10;
@@ -293,49 +293,55 @@ struct Routed {
     utf8: bool,
 }
 
-/// The bytes of one chunk: mapped, or (the last chunk) read.
-enum Bytes {
-    Mapped(memmap2::Mmap),
-    Read(Vec<u8>),
+/// Read buffers, handed back when a chunk is dropped. Reading into warm memory that is already
+/// faulted in costs less than mapping each chunk (a fault every few pages, and every unmapping
+/// interrupts the other cores) or reading into fresh allocations (a fault per page).
+#[derive(Default)]
+struct Pool(Mutex<Vec<Vec<u8>>>);
+
+/// The bytes of one chunk, in a buffer of the pool.
+struct Bytes {
+    buf: Vec<u8>,
+    len: usize,
+    pool: Arc<Pool>,
 }
 
 impl std::ops::Deref for Bytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m) => m,
-            Bytes::Read(v) => v,
-        }
+        &self.buf[..self.len]
     }
 }
 
-/// Loads `[start, end)`. Every chunk but the last ends at a newline before the file's last one,
-/// and nothing rewrites or cuts a log before its last newline (tail repair moves aside only the
-/// bytes after it), so those chunks are mapped rather than copied; the last chunk, whose tail
-/// may be cut by a concurrent repair, is read.
-fn load(file: &File, path: &Path, (start, end): (u64, u64), last: bool) -> Result<Bytes> {
-    if !last && end > start {
-        // SAFETY: the mapping is read-only and covers bytes of the log that are never modified
-        // or truncated while loopctl runs (see above).
-        // Not populated up front: faulting the pages in as they are read (the kernel maps
-        // several per fault) costs less than populating every page of every chunk.
-        let map = unsafe {
-            memmap2::MmapOptions::new()
-                .offset(start)
-                .len((end - start) as usize)
-                .map(file)
-        };
-        if let Ok(map) = map {
-            return Ok(Bytes::Mapped(map));
+impl Drop for Bytes {
+    fn drop(&mut self) {
+        lock(self.pool.0.lock()).push(std::mem::take(&mut self.buf));
+    }
+}
+
+/// Reads `[start, end)` into a buffer of `pool`, with positioned reads (threads share the
+/// file). A file cut short meanwhile (a concurrent tail repair) gives the bytes still there.
+fn load(file: &File, path: &Path, (start, end): (u64, u64), pool: &Arc<Pool>) -> Result<Bytes> {
+    use std::os::unix::fs::FileExt;
+    let want = usize::try_from(end - start).unwrap_or(usize::MAX);
+    let mut buf = lock(pool.0.lock()).pop().unwrap_or_default();
+    if buf.len() < want {
+        buf.resize(want, 0);
+    }
+    let mut bytes = Bytes {
+        buf,
+        len: 0,
+        pool: Arc::clone(pool),
+    };
+    while bytes.len < want {
+        match file.read_at(&mut bytes.buf[bytes.len..want], start + bytes.len as u64) {
+            Ok(0) => break,
+            Ok(n) => bytes.len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err(path)(e)),
         }
     }
-    let mut buf = Vec::new();
-    let mut f = file;
-    f.seek(SeekFrom::Start(start)).map_err(io_err(path))?;
-    f.take(end - start)
-        .read_to_end(&mut buf)
-        .map_err(io_err(path))?;
-    Ok(Bytes::Read(buf))
+    Ok(bytes)
 }
 
 /// Splits a chunk into lines and routes them (the splitter's rules: a line longer than
@@ -404,8 +410,7 @@ fn apply_chunk(replay: &mut Replay, s: usize, start: u64, base: u64, b: &[u8], r
             ItemKind::Line | ItemKind::Unterminated if r.utf8 => {
                 // SAFETY: `route_chunk` checked that all of `b` is UTF-8, and a line starts
                 // and ends at a newline or an end of `b`, both character boundaries. The bytes
-                // cannot change in between: a chunk is an immutable buffer or a read-only
-                // mapping of log bytes that are never rewritten (see `load`).
+                // cannot change in between: a chunk is a buffer of its own, read once (`load`).
                 let text = unsafe { std::str::from_utf8_unchecked(raw) };
                 replay.routed_text(pos, text, terminated);
             }
@@ -534,6 +539,7 @@ fn replay_chunks(
 ) -> Result<()> {
     let n = shards.len();
     let file = File::open(path).map_err(io_err(path))?;
+    let pool = Arc::new(Pool::default());
     let work = Mutex::new(Work {
         next_route: 0,
         slots: (0..WINDOW).map(|_| None).collect(),
@@ -564,7 +570,7 @@ fn replay_chunks(
             let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &task {
                 Task::Route(c) => {
                     let ch = chunks[*c];
-                    load(&file, path, ch, *c == chunks.len() - 1).map(|b| {
+                    load(&file, path, ch, &pool).map(|b| {
                         let r = route_chunk(&b, ch.0, opts, n);
                         Some((b, r))
                     })
@@ -626,6 +632,7 @@ fn tally_chunks(
         panic: Option<Box<dyn std::any::Any + Send>>,
     }
     let file = File::open(path).map_err(io_err(path))?;
+    let pool = Arc::new(Pool::default());
     let merge = Mutex::new(Merge {
         tally: Tally::new(lines_before),
         done: BTreeMap::new(),
@@ -650,7 +657,7 @@ fn tally_chunks(
             drop(m);
             let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let ch = chunks[c];
-                load(&file, path, ch, c == chunks.len() - 1)
+                load(&file, path, ch, &pool)
                     .map(|b| ChunkTally::read(&b, ch.0, &opts.default_run, opts.max_line))
             }));
             m = lock(merge.lock());
