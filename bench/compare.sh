@@ -412,12 +412,17 @@ fi
 
 # ---------------------------------------------------------------- report ------
 table() {
-  printf '| job | tool | median s | MB/s | peak RSS MiB |\n'
-  printf '|---|---|---:|---:|---:|\n'
-  local r job tool med mbs rss
+  printf '| job | tool | median s | MB/s | × DuckDB | peak RSS MiB |\n'
+  printf '|---|---|---:|---:|---:|---:|\n'
+  local r job tool med mbs rss duck ratio
   for r in "${ROWS[@]}"; do
     IFS='|' read -r job tool med mbs rss <<<"$r"
-    printf '| %s | %s | %s | %s | %s |\n' "$job" "$tool" "$med" "$mbs" "$rss"
+    # DuckDB's MB/s on the same job: the ratio moves less than wall times when the machine is busy.
+    duck=$(printf '%s\n' "${ROWS[@]}" | awk -F'|' -v j="$job" '$1 == j && $2 == "DuckDB" { print $4; exit }')
+    ratio=$(awk -v a="$mbs" -v d="$duck" 'BEGIN {
+      if (a !~ /^[0-9.]+$/ || d !~ /^[0-9.]+$/ || d == 0) { print "–"; exit }
+      r = a / d; printf (r < 0.1 ? "%.3f" : "%.2f"), r }')
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$job" "$tool" "$med" "$mbs" "$ratio" "$rss"
   done
 }
 
@@ -445,7 +450,7 @@ fi
   if want c; then
     echo "- job C input: \`$DIR\`, $DIR_RUNS run folders, $C_BYTES bytes of history.jsonl ($(mib "$C_BYTES") MiB)"
   fi
-  echo "- $RUNS timed run(s) per tool unless noted; median wall time; MB/s = input bytes / 10^6 / median s; peak RSS = max over the runs (GNU time %M); output to /dev/null; input in the page cache"
+  echo "- $RUNS timed run(s) per tool unless noted; median wall time; MB/s = input bytes / 10^6 / median s; × DuckDB = MB/s over DuckDB's MB/s on the same job; peak RSS = max over the runs (GNU time %M); output to /dev/null; input in the page cache"
   echo
   table
   if ((${#CHECKS[@]})); then
