@@ -299,6 +299,9 @@ struct Routed {
 #[derive(Default)]
 struct Pool(Mutex<Vec<Vec<u8>>>);
 
+/// Buffer sizes are rounded up to this.
+const BUFFER_STEP: usize = 64 << 10;
+
 /// The bytes of one chunk, in a buffer of the pool.
 struct Bytes {
     buf: Vec<u8>,
@@ -326,7 +329,9 @@ fn load(file: &File, path: &Path, (start, end): (u64, u64), pool: &Arc<Pool>) ->
     let want = usize::try_from(end - start).unwrap_or(usize::MAX);
     let mut buf = lock(pool.0.lock()).pop().unwrap_or_default();
     if buf.len() < want {
-        buf.resize(want, 0);
+        // A fresh zeroed allocation rather than growing (which would copy and zero-fill), with
+        // room for the next chunks, which end at line ends and so vary a little in size.
+        buf = vec![0; want.next_multiple_of(BUFFER_STEP)];
     }
     let mut bytes = Bytes {
         buf,
