@@ -3,7 +3,8 @@
 # (see /work/shared/bench/README.md and bench/README.md).
 #
 #   job A  count events by type     loopctl check FILE --json    | jq_a.jq | duck.py a | pol.py a
-#   job B  final state per run      loopctl replay FILE --json   | jq_b.jq | duck.py b | pol.py b
+#   job B  final state per run      loopctl list FILE --json     | jq_b.jq | duck.py b | pol.py b
+#          (and loopctl replay FILE --json, which prints each run's whole run.json: ~60 MB)
 #   job C  job B over a run folder  loopctl list DIR --json      | jq_b.jq | duck.py b | pol.py b
 #
 # Each tool runs N times under /usr/bin/time, output to /dev/null. Reported: median wall
@@ -370,14 +371,17 @@ count_runs() {
 }
 
 if want b; then
-  ((SKIP_LOOPCTL)) || bench b loopctl loopctl "$BIG_BYTES" "$RUNS" 0 0 -- "$LOOPCTL" replay "$BIG" --json
+  # `list` prints what the peers' job B prints (a row of final facts per run); `replay` prints
+  # each run's whole run.json (score history and all), which costs more to build and write.
+  ((SKIP_LOOPCTL)) || bench b loopctl "loopctl list" "$BIG_BYTES" "$RUNS" 0 0 -- "$LOOPCTL" list "$BIG" --json
+  ((SKIP_LOOPCTL)) || bench b replay "loopctl replay (whole run.json)" "$BIG_BYTES" "$RUNS" 0 0 -- "$LOOPCTL" replay "$BIG" --json
   bench b duckdb DuckDB "$BIG_BYTES" "$RUNS" 0 0 -- "$PY" "$SHARED/duck.py" b "$BIG"
   bench b polars polars "$BIG_BYTES" "$RUNS" 0 0 -- "$PY" "$SHARED/pol.py" b "$BIG"
   if ((!SKIP_JQ)); then
     n=$(jq_runs "$JQ_BYTES")
     bench b jq "$(jq_label "$n" "$JQ_NOTE")" "$JQ_BYTES" "$n" 0 "$JQ_TIMEOUT" -- jq -n -r -f "$SHARED/jq_b.jq" "$JQ_IN"
   fi
-  ((SKIP_LOOPCTL)) || count_runs b replay "$BIG"
+  ((SKIP_LOOPCTL)) || count_runs b list "$BIG"
 fi
 
 # ---------------------------------------------------------------- job C -------

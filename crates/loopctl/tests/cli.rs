@@ -230,6 +230,79 @@ fn multi_run_logs_replay_to_one_state_per_run() {
 }
 
 #[test]
+fn list_of_a_merged_log_has_a_row_per_run_agreeing_with_replay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("merged.jsonl");
+    let mut text = std::fs::read_to_string(fixture("merged-runs/history.jsonl")).unwrap();
+    // A damaged line (no run) and a repeated seq (a finding that names its run).
+    text.push_str("{not json\n");
+    let gamma = r#"{"ts":"2026-03-04T09:00:00Z","run_id":"gamma-ci-20260304-090000","seq":1,"iteration":0,"phase":"A","step":"INIT","event":"run_started","status":"ok","payload":{}}"#;
+    text.push_str(&format!("{gamma}\n{gamma}\n"));
+    std::fs::write(&log, &text).unwrap();
+
+    let out = loopctl()
+        .args(["list", "--json"])
+        .arg(&log)
+        .assert()
+        .get_output()
+        .clone();
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let states: Vec<Value> = String::from_utf8(stdout_of(&["replay", "--json"], &log))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(states.len(), 3);
+    for (row, state) in rows.iter().zip(&states) {
+        for key in [
+            "run_id",
+            "status",
+            "iteration",
+            "phase",
+            "last_score",
+            "events",
+        ] {
+            assert_eq!(row[key], state[key], "{key}");
+        }
+        assert_eq!(row["stop_reason"], state["stop"]["reason"]);
+        assert_eq!(row["alias"], state["task_alias"]);
+        assert_eq!(row["path"], log.to_str().unwrap());
+    }
+    assert_eq!(rows[0]["run_id"], "alpha-svc-20260304-080000");
+    assert_eq!(rows[0]["findings"], 0);
+    assert_eq!(rows[1]["findings"], 0);
+    assert_eq!(rows[2]["findings"], 1, "the repeated seq names gamma");
+
+    let table = loopctl()
+        .arg("list")
+        .arg(&log)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let table = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        table.starts_with(" RUN") || table.trim_start().starts_with("RUN"),
+        "{table}"
+    );
+    assert!(table.contains("beta-docs-20260304-080500"));
+    let note = String::from_utf8(table_stderr(&log)).unwrap();
+    assert!(note.contains("1 damaged line"), "{note}");
+}
+
+fn table_stderr(log: &Path) -> Vec<u8> {
+    loopctl()
+        .arg("list")
+        .arg(log)
+        .assert()
+        .success()
+        .get_output()
+        .stderr
+        .clone()
+}
+
+#[test]
 fn the_whole_corpus_goes_through_every_read_command() {
     let Some(shared) = shared("CLI over the corpus") else {
         return;

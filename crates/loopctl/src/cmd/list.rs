@@ -1,4 +1,5 @@
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Args as ClapArgs;
@@ -13,9 +14,12 @@ use super::Ctx;
 use crate::output;
 
 /// List the runs under a root with their state rebuilt from each log (run.json is not trusted).
+///
+/// ROOT may also be one log holding many runs (a merged stream, `.jsonl`/`.ndjson`): then each
+/// run in it is a row, replayed on all threads.
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Root folder to scan (default: the root).
+    /// Root folder to scan (default: the root), or a log file holding several runs.
     root: Option<PathBuf>,
     #[arg(long)]
     json: bool,
@@ -54,29 +58,81 @@ fn row(run: &RunRef, opts: &ReadOptions) -> Row {
         Err(e) => (None, 0, Some(e.to_string())),
     };
     let s = state.unwrap_or_else(|| RunState::new(&run.name));
-    Row {
-        alias: run.name.clone(),
-        run_id: s.run_id,
-        status: if error.is_some() {
-            "unreadable"
-        } else {
-            s.status.as_str()
-        },
-        stop_reason: s.stop.reason,
-        iteration: s.iteration,
-        max_iterations: s.max_iterations,
-        phase: s.phase,
-        last_score: s.last_score,
-        updated_at: s.updated_at.map(|t| t.to_string()),
-        events: s.events,
+    Row::of(
+        run.name.clone(),
+        &s,
         findings,
-        path: run.dir.clone().unwrap_or_default(),
+        run.dir.clone().unwrap_or_default(),
         error,
+    )
+}
+
+impl Row {
+    fn of(
+        alias: String,
+        s: &RunState,
+        findings: usize,
+        path: PathBuf,
+        error: Option<String>,
+    ) -> Row {
+        Row {
+            alias,
+            run_id: s.run_id.clone(),
+            status: if error.is_some() {
+                "unreadable"
+            } else {
+                s.status.as_str()
+            },
+            stop_reason: s.stop.reason.clone(),
+            iteration: s.iteration,
+            max_iterations: s.max_iterations,
+            phase: s.phase.clone(),
+            last_score: s.last_score,
+            updated_at: s.updated_at.map(|t| t.to_string()),
+            events: s.events,
+            findings,
+            path,
+            error,
+        }
     }
+}
+
+/// The rows of one log's runs, in run id order (each row's `findings` counts those naming
+/// it), and how many findings name no run (damaged lines).
+fn file_rows(log: &Path, opts: &ReadOptions) -> anyhow::Result<(Vec<Row>, usize)> {
+    let outcome = replay_file(log, opts, None).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut per_run: HashMap<&str, usize> = HashMap::new();
+    let mut damaged = 0;
+    for f in &outcome.findings {
+        match &f.run_id {
+            Some(r) => *per_run.entry(r.as_str()).or_default() += 1,
+            None => damaged += 1,
+        }
+    }
+    let rows = outcome
+        .runs
+        .values()
+        .map(|s| {
+            let findings = per_run.get(s.run_id.as_str()).copied().unwrap_or(0);
+            Row::of(s.task_alias.clone(), s, findings, log.to_path_buf(), None)
+        })
+        .collect();
+    super::free_at_exit(outcome);
+    Ok((rows, damaged))
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let root = a.root.unwrap_or_else(|| ctx.root.clone());
+    if root.is_file() {
+        let (rows, damaged) = file_rows(&root, &ctx.read)?;
+        if damaged > 0 && !a.json {
+            let log = root.display();
+            output::note(&format!(
+                "{damaged} damaged line(s) in {log}; `loopctl check {log}` says where"
+            ));
+        }
+        return print_rows(&rows, &root, a.json, true);
+    }
     let runs = discover::list_runs(&root)
         .map_err(|e| anyhow::anyhow!("{e} (is it a loopctl or aif-loop root?)"))?;
     let bar = if runs.len() > 200 && !a.json {
@@ -113,7 +169,13 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     bar.finish_and_clear();
     rows.sort_by_key(|(i, _)| *i);
     let rows: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
-    if a.json {
+    print_rows(&rows, &root, a.json, false)
+}
+
+/// Prints the rows; `by_run` heads the table with run ids (the runs of one log, whose aliases
+/// repeat) rather than folder aliases.
+fn print_rows(rows: &[Row], root: &Path, json: bool, by_run: bool) -> anyhow::Result<u8> {
+    if json {
         output::print(&format!("{}\n", serde_json::to_string(&rows)?));
         return Ok(crate::exit::OK);
     }
@@ -121,8 +183,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         output::print(&format!("no runs under {}\n", root.display()));
         return Ok(crate::exit::OK);
     }
-    let mut t = output::table(&["ALIAS", "STATUS", "ITERATION", "LAST SCORE", "UPDATED"]);
-    for r in &rows {
+    let first = if by_run { "RUN" } else { "ALIAS" };
+    let mut t = output::table(&[first, "STATUS", "ITERATION", "LAST SCORE", "UPDATED"]);
+    for r in rows {
         let iter = r
             .max_iterations
             .map_or(r.iteration.to_string(), |m| format!("{}/{m}", r.iteration));
@@ -132,7 +195,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             format!("{} ({})", r.status, r.stop_reason)
         };
         t.add_row(vec![
-            r.alias.clone(),
+            if by_run { &r.run_id } else { &r.alias }.clone(),
             status,
             iter,
             output::score(r.last_score),
