@@ -136,6 +136,14 @@ fn print_json(text: &[u8]) {
     let _ = out.flush();
 }
 
+/// `v` as one line of compact JSON, written as is (JSON has no escape sequences to strip).
+pub fn json_line<T: serde::Serialize>(v: &T) -> serde_json::Result<()> {
+    let mut text = serde_json::to_vec(v)?;
+    text.push(b'\n');
+    print_json(&text);
+    Ok(())
+}
+
 pub fn json_pretty<T: serde::Serialize>(v: &T) {
     print(&format!(
         "{}\n",

@@ -176,7 +176,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
 /// repeat) rather than folder aliases.
 fn print_rows(rows: &[Row], root: &Path, json: bool, by_run: bool) -> anyhow::Result<u8> {
     if json {
-        output::print(&format!("{}\n", serde_json::to_string(&rows)?));
+        output::json_line(&rows)?;
         return Ok(crate::exit::OK);
     }
     if rows.is_empty() {
