@@ -57,11 +57,20 @@ pub fn decode(pos: Pos, raw: &[u8]) -> LineText<'_> {
 
 /// `decode` for a line already known to be UTF-8.
 pub fn decode_str(pos: Pos, text: &str) -> LineText<'_> {
+    decode_str_cr(pos, text, text.ends_with('\r'))
+}
+
+/// `decode_str` told whether the line ends with a CR, so that it does not read the line's end
+/// (a reader that found the newline knows; the line's end is often out of cache by now).
+pub fn decode_str_cr(pos: Pos, text: &str, cr: bool) -> LineText<'_> {
+    debug_assert_eq!(cr, text.ends_with('\r'));
     let mut t = text;
+    if cr {
+        t = &t[..t.len() - 1];
+    }
     if pos.offset == 0 {
         t = t.strip_prefix('\u{FEFF}').unwrap_or(t);
     }
-    t = t.strip_suffix('\r').unwrap_or(t);
     if t.bytes().all(|c| c.is_ascii_whitespace()) {
         LineText::Blank
     } else {

@@ -12,7 +12,7 @@ use rustc_hash::{FxHashMap, FxHasher};
 use serde::Serialize;
 
 use crate::event::{Dialect, Event, Kind, parse_line_reference, run_key};
-use crate::lines::{LineText, Piece, Pos, decode, decode_str};
+use crate::lines::{LineText, Piece, Pos, decode, decode_str_cr};
 use crate::state::{LogMark, RunState, apply_mut};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -334,23 +334,24 @@ impl Replay {
         self.line_in(pos, raw, None, terminated, false);
     }
 
-    /// `routed_line` for a line the caller has already checked is UTF-8.
-    pub fn routed_text(&mut self, pos: Pos, text: &str, terminated: bool) {
-        self.line_in(pos, text.as_bytes(), Some(text), terminated, false);
+    /// `routed_line` for a line the caller has already checked is UTF-8 and whose last byte it
+    /// has looked at (`cr`: it is a CR).
+    pub fn routed_text(&mut self, pos: Pos, text: &str, terminated: bool, cr: bool) {
+        self.line_in(pos, text.as_bytes(), Some((text, cr)), terminated, false);
     }
 
     fn line_in(
         &mut self,
         pos: Pos,
         raw: &[u8],
-        utf8: Option<&str>,
+        utf8: Option<(&str, bool)>,
         terminated: bool,
         filter: bool,
     ) {
         let end = pos.offset + raw.len() as u64 + u64::from(terminated);
         let primary = self.shard.0 == 0 || !filter;
         let decoded = match utf8 {
-            Some(t) => decode_str(pos, t),
+            Some((t, cr)) => decode_str_cr(pos, t, cr),
             None => decode(pos, raw),
         };
         let text = match decoded {

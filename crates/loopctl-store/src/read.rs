@@ -276,6 +276,8 @@ struct Item {
     /// Newlines in the chunk before it.
     line: u64,
     kind: ItemKind,
+    /// Its last byte is a CR (read here, next to the newline, while it is in cache).
+    cr: bool,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -373,6 +375,7 @@ fn route_chunk(b: &[u8], start: u64, opts: &ReadOptions, shards: usize) -> Route
             len,
             line,
             kind,
+            cr: len > 0 && b[at + len - 1] == b'\r',
         });
     };
     for nl in memchr::memchr_iter(b'\n', b) {
@@ -417,7 +420,7 @@ fn apply_chunk(replay: &mut Replay, s: usize, start: u64, base: u64, b: &[u8], r
                 // and ends at a newline or an end of `b`, both character boundaries. The bytes
                 // cannot change in between: a chunk is a buffer of its own, read once (`load`).
                 let text = unsafe { std::str::from_utf8_unchecked(raw) };
-                replay.routed_text(pos, text, terminated);
+                replay.routed_text(pos, text, terminated, it.cr);
             }
             ItemKind::Line | ItemKind::Unterminated => replay.routed_line(pos, raw, terminated),
             ItemKind::Oversize => replay.piece(Piece::Oversize(pos, it.len as u64)),
