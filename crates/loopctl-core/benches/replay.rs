@@ -2,6 +2,7 @@
 //! ../shared/bench/gen.py). The end-to-end comparison with jq/DuckDB is bench/compare.sh.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use loopctl_core::tally::{ChunkTally, Tally};
 use loopctl_core::{parse_line, replay_bytes};
 
 fn generated_log(runs: usize, per_run: usize) -> Vec<u8> {
@@ -45,6 +46,14 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("replay", |b| {
         b.iter(|| replay_bytes("bench", &log).runs.len())
+    });
+    // `list FILE`'s rows: the log counted in one chunk, folding what a row shows.
+    g.bench_function("rows", |b| {
+        b.iter(|| {
+            let mut t = Tally::with_rows(0);
+            t.push(ChunkTally::read_rows(&log, 0, "bench", 1 << 20));
+            t.finish_rows().map(|o| o.runs.len())
+        })
     });
     g.finish();
 }

@@ -183,20 +183,21 @@ impl<'a> P<'a> {
     }
 
     /// The payload object (cursor on its `{`), read into `f` key by key like `Facts::take`.
-    /// `f` holds no facts yet.
-    fn facts(&mut self, f: &mut Facts, depth: u32) -> Option<()> {
+    /// `f` holds no facts yet. Without `ALL`, only `score` and `new_iteration` are read (what
+    /// a row needs), the rest validated and skipped.
+    fn facts<const ALL: bool>(&mut self, f: &mut Facts, depth: u32) -> Option<()> {
         if depth == 0 {
-            if let Some(end) = self.flat_facts(f) {
+            if let Some(end) = self.flat_facts::<ALL>(f) {
                 self.i = end;
                 return Some(());
             }
             *f = Facts::default();
         }
-        self.facts_general(f, depth)
+        self.facts_general::<ALL>(f, depth)
     }
 
     /// `facts` without the flat-object shortcut.
-    fn facts_general(&mut self, f: &mut Facts, depth: u32) -> Option<()> {
+    fn facts_general<const ALL: bool>(&mut self, f: &mut Facts, depth: u32) -> Option<()> {
         if depth >= MAX_DEPTH {
             return None;
         }
@@ -208,16 +209,16 @@ impl<'a> P<'a> {
         loop {
             match self.key()? {
                 K_SCORE => f.score = self.opt_f64()?,
-                K_PASSED => f.passed = self.opt_bool()?,
-                K_THRESHOLD => f.threshold = self.opt_f64()?,
-                K_FAILED | K_FAILED_RULES => f.failed = self.opt_string_array()?,
-                K_WARNINGS | K_WARN_RULES => f.warnings = self.opt_string_array()?,
-                K_FAIL_COUNT => f.fail_count = self.opt_u64()?,
-                K_REASON => f.reason = self.opt_string()?.map(Cow::into_owned),
                 K_NEW_ITERATION | K_TO => f.new_iteration = self.opt_u64()?,
-                K_TOKENS_IN | K_INPUT_TOKENS => f.tokens_in = self.opt_u64()?,
-                K_TOKENS_OUT | K_OUTPUT_TOKENS => f.tokens_out = self.opt_u64()?,
-                K_USAGE if self.peek()? == b'{' => self.facts_general(f, depth + 1)?,
+                K_USAGE if self.peek()? == b'{' => self.facts_general::<ALL>(f, depth + 1)?,
+                K_PASSED if ALL => f.passed = self.opt_bool()?,
+                K_THRESHOLD if ALL => f.threshold = self.opt_f64()?,
+                K_FAILED | K_FAILED_RULES if ALL => f.failed = self.opt_string_array()?,
+                K_WARNINGS | K_WARN_RULES if ALL => f.warnings = self.opt_string_array()?,
+                K_FAIL_COUNT if ALL => f.fail_count = self.opt_u64()?,
+                K_REASON if ALL => f.reason = self.opt_string()?.map(Cow::into_owned),
+                K_TOKENS_IN | K_INPUT_TOKENS if ALL => f.tokens_in = self.opt_u64()?,
+                K_TOKENS_OUT | K_OUTPUT_TOKENS if ALL => f.tokens_out = self.opt_u64()?,
                 _ => self.skip_inline(depth + 1)?,
             }
             if !self.next_member(b'}')? {
@@ -235,7 +236,7 @@ impl<'a> P<'a> {
     /// Every byte is checked with `skip_flat_object`'s rules, and each fact is what
     /// `facts_general` reads for it.
     #[inline(always)]
-    fn flat_facts(&self, f: &mut Facts) -> Option<usize> {
+    fn flat_facts<const ALL: bool>(&self, f: &mut Facts) -> Option<usize> {
         let b = self.b;
         let mut i = self.i + 1;
         if *b.get(i)? == b'}' {
@@ -253,12 +254,15 @@ impl<'a> P<'a> {
             i = end + 1;
             i = match (key.len(), key) {
                 (2, b"to") | (13, b"new_iteration") => self.flat_u64(i, &mut f.new_iteration)?,
+                (5, b"score") => self.flat_f64(i, &mut f.score)?,
+                // A nested object: `facts_general` reads it.
+                (5, b"usage") if b.get(i) == Some(&b'{') => return None,
+                _ if !ALL => flat_value(b, i)?,
                 (9, b"tokens_in") | (12, b"input_tokens") => self.flat_u64(i, &mut f.tokens_in)?,
                 (10, b"tokens_out") | (13, b"output_tokens") => {
                     self.flat_u64(i, &mut f.tokens_out)?
                 }
                 (10, b"fail_count") => self.flat_u64(i, &mut f.fail_count)?,
-                (5, b"score") => self.flat_f64(i, &mut f.score)?,
                 (9, b"threshold") => self.flat_f64(i, &mut f.threshold)?,
                 (6, b"passed") => match b.get(i)? {
                     b't' => {
@@ -281,8 +285,6 @@ impl<'a> P<'a> {
                     f.reason = value.map(Cow::into_owned);
                     end
                 }
-                // A nested object: `facts_general` reads it.
-                (5, b"usage") if b.get(i) == Some(&b'{') => return None,
                 _ => flat_value(b, i)?,
             };
             match *b.get(i)? {
@@ -838,7 +840,7 @@ fn aif_shape<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a>) -> Option
     let head = aif_head(&mut p)?;
     let start = p.i;
     if FACTS {
-        p.facts(&mut ev.facts, 0)?;
+        p.facts::<true>(&mut ev.facts, 0)?;
     } else {
         p.skip(0)?;
     }
@@ -864,6 +866,10 @@ pub(crate) struct Brief<'a> {
     pub run_id: &'a str,
     pub seq: u64,
     pub name: &'a str,
+    /// The rest of the envelope, for `aif_row_brief`'s callers.
+    pub ts: &'a str,
+    pub iteration: u64,
+    pub phase: &'a str,
 }
 
 /// The `Brief` of an aif-loop shaped line, its payload validated: exactly the dialect (aif-loop),
@@ -878,11 +884,56 @@ pub(crate) fn aif_brief(line: &str) -> Option<Brief<'_>> {
     let head = aif_head(&mut p)?;
     p.skip(0)?;
     aif_tail(&mut p)?;
-    Some(Brief {
-        run_id: head.run_id,
-        seq: head.seq,
-        name: head.name,
-    })
+    Some(head.brief())
+}
+
+/// `aif_brief` that also reads the payload's `RowFacts` when `want` says so of the event's
+/// kind: what `parse_into::<true>` reads of them.
+pub(crate) fn aif_row_brief<'a>(
+    line: &'a str,
+    want: impl Fn(Kind) -> bool,
+) -> Option<(Brief<'a>, Kind, RowFacts)> {
+    let mut p = P {
+        s: line,
+        b: line.as_bytes(),
+        i: 0,
+    };
+    let head = aif_head(&mut p)?;
+    let kind = Kind::from_name(head.name);
+    let mut facts = RowFacts::default();
+    if want(kind) {
+        let mut f = Facts::default();
+        p.facts::<false>(&mut f, 0)?;
+        facts = RowFacts {
+            score: f.score,
+            new_iteration: f.new_iteration,
+        };
+    } else {
+        p.skip(0)?;
+    }
+    aif_tail(&mut p)?;
+    Some((head.brief(), kind, facts))
+}
+
+/// The payload facts a row reads (`Facts::score`, `Facts::new_iteration`).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct RowFacts {
+    pub score: Option<f64>,
+    pub new_iteration: Option<u64>,
+}
+
+impl<'a> AifHead<'a> {
+    #[inline(always)]
+    fn brief(&self) -> Brief<'a> {
+        Brief {
+            run_id: self.run_id,
+            seq: self.seq,
+            name: self.name,
+            ts: self.ts,
+            iteration: self.iteration,
+            phase: self.phase,
+        }
+    }
 }
 
 /// `parse_line` for the lines it can read in one pass; `None` sends the line to the reference.
@@ -968,7 +1019,7 @@ pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a
                     p.i
                 };
                 if FACTS && p.peek()? == b'{' {
-                    p.facts(&mut ev.facts, 0)?;
+                    p.facts::<true>(&mut ev.facts, 0)?;
                 } else {
                     p.skip(0)?;
                 }
@@ -1294,7 +1345,8 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
         /// Whatever payload `flat_facts` takes, it ends where `facts_general` does with the same
-        /// facts; and `facts` (shortcut first) always answers as `facts_general` does.
+        /// facts; `facts` (shortcut first) always answers as `facts_general` does; and reading
+        /// only a row's facts (`ALL` false) accepts the same payloads with the same two facts.
         #[test]
         fn flat_facts_read_what_the_general_reader_reads(
             members in prop::collection::vec((prop::sample::select(vec![
@@ -1308,7 +1360,7 @@ mod tests {
             let text = format!("{{{}}}", body.join(sep));
             let p = |f: &mut Facts, general: bool| {
                 let mut p = P { s: &text, b: text.as_bytes(), i: 0 };
-                let r = if general { p.facts_general(f, 0) } else { p.facts(f, 0) };
+                let r = if general { p.facts_general::<true>(f, 0) } else { p.facts::<true>(f, 0) };
                 r.map(|()| p.i)
             };
             let (mut general, mut shortcut) = (Facts::default(), Facts::default());
@@ -1317,9 +1369,16 @@ mod tests {
             if end.is_some() {
                 prop_assert_eq!(&shortcut, &general, "{}", text);
             }
+            let mut row = Facts::default();
+            let mut rp = P { s: &text, b: text.as_bytes(), i: 0 };
+            let row_end = rp.facts::<false>(&mut row, 0).map(|()| rp.i);
+            prop_assert_eq!(row_end, end, "{}", text);
+            if end.is_some() {
+                prop_assert_eq!((row.score, row.new_iteration), (general.score, general.new_iteration), "{}", text);
+            }
             let mut flat = Facts::default();
             let reader = P { s: &text, b: text.as_bytes(), i: 0 };
-            if let Some(flat_end) = reader.flat_facts(&mut flat) {
+            if let Some(flat_end) = reader.flat_facts::<true>(&mut flat) {
                 prop_assert_eq!(Some(flat_end), end, "{}", text);
                 prop_assert_eq!(&flat, &general, "{}", text);
             }
@@ -1346,7 +1405,7 @@ mod tests {
             b: text.as_bytes(),
             i: 0,
         };
-        assert_eq!(p.flat_facts(&mut f), Some(text.len()));
+        assert_eq!(p.flat_facts::<true>(&mut f), Some(text.len()));
         assert_eq!(f.score, Some(0.35));
         assert_eq!(f.failed, Some(vec!["r8".to_string(), "r10".to_string()]));
         assert_eq!(

@@ -16,6 +16,7 @@ pub mod markers;
 pub mod plan;
 pub mod postmortem;
 pub mod replay;
+mod rows;
 pub mod salvage;
 pub mod stagnation;
 pub mod state;

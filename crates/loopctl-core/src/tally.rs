@@ -12,11 +12,12 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 
 use crate::event::{Dialect, Event, Kind};
-use crate::fast::aif_brief;
+use crate::fast::{RowFacts, aif_brief, aif_row_brief};
 use crate::lines::{LineText, Pos, decode, decode_str};
 use crate::replay::{
     Counters, Finding, FindingKind, Outcome, damage_kind, oversize_reason, read_event, seq_step,
 };
+use crate::rows::{ChunkRun, Digest, RowEvent, TsRef, fold_facts};
 use crate::state::RunState;
 
 /// Bytes read at a time within a chunk (a UTF-8 check, then the lines): small enough to stay
@@ -38,6 +39,8 @@ struct Seen {
 pub struct ChunkTally {
     counters: Counters,
     runs: Vec<String>,
+    /// With `read_rows`: what each run's events in the chunk do to its row, by run index.
+    rows: Vec<Digest>,
     seen: Vec<Seen>,
     /// Line numbers counted from the chunk's first line (1).
     findings: Vec<Finding>,
@@ -49,16 +52,22 @@ impl ChunkTally {
     /// last newline are the log's unterminated tail (only the last chunk has any). Lines longer
     /// than `max_line` are reported and skipped, as the line splitter does.
     pub fn read(bytes: &[u8], start: u64, default_run: &str, max_line: usize) -> ChunkTally {
-        ChunkTally::read_blocks(bytes, start, default_run, max_line, BLOCK)
+        ChunkTally::read_blocks(bytes, start, default_run, max_line, BLOCK, false)
     }
 
-    /// `read`, `block` bytes at a time.
+    /// `read`, and what each run's events do to its row (see `rows`), for `Tally::finish_rows`.
+    pub fn read_rows(bytes: &[u8], start: u64, default_run: &str, max_line: usize) -> ChunkTally {
+        ChunkTally::read_blocks(bytes, start, default_run, max_line, BLOCK, true)
+    }
+
+    /// `read`, `block` bytes at a time, with the rows or not.
     fn read_blocks<'a>(
         bytes: &'a [u8],
         start: u64,
         default_run: &'a str,
         max_line: usize,
         block: usize,
+        rows: bool,
     ) -> ChunkTally {
         let mut t = ChunkTally {
             // About one event per 200 bytes: no regrowing on the way.
@@ -66,6 +75,7 @@ impl ChunkTally {
             ..ChunkTally::default()
         };
         let mut runs: FxHashMap<Cow<'_, str>, u32> = FxHashMap::default();
+        let mut row_runs: Vec<ChunkRun<'a>> = Vec::new();
         // `bytes[base..]` is `text` when that is known to be UTF-8.
         let mut line = |t: &mut ChunkTally,
                         text: Option<&'a str>,
@@ -105,21 +115,50 @@ impl ChunkTally {
                     return;
                 }
             };
-            let (key, seq) = match aif_brief(text) {
-                Some(b) => {
-                    let kind = Kind::from_name(b.name);
+            let brief = if rows {
+                aif_row_brief(text, fold_facts)
+            } else {
+                aif_brief(text).map(|b| (b, Kind::Other, RowFacts::default()))
+            };
+            let (key, seq, row) = match brief {
+                Some((b, kind, facts)) => {
+                    let kind = if rows { kind } else { Kind::from_name(b.name) };
                     t.counters.count(Dialect::AifLoop, kind, b.name);
-                    (Cow::Borrowed(b.run_id), Some(b.seq))
+                    let row = if !rows {
+                        None
+                    } else {
+                        Some(RowEvent {
+                            kind,
+                            seq: Some(b.seq),
+                            ts: Some(TsRef::Text(b.ts)),
+                            iteration: Some(b.iteration),
+                            phase: Some(Cow::Borrowed(b.phase)),
+                            score: facts.score,
+                            new_iteration: facts.new_iteration,
+                            text,
+                        })
+                    };
+                    (Cow::Borrowed(b.run_id), Some(b.seq), row)
                 }
                 None => {
                     let mut ev = Event::new(Kind::Other);
-                    if let Err(reason) = read_event(text, false, &mut ev) {
+                    if let Err(reason) = read_event(text, rows, &mut ev) {
                         t.bad(pos, terminated, reason);
                         return;
                     }
                     t.counters.event(&ev);
                     let key = ev.run_id.take().unwrap_or(Cow::Borrowed(default_run));
-                    (key, ev.seq)
+                    let row = rows.then(|| RowEvent {
+                        kind: ev.kind,
+                        seq: ev.seq,
+                        ts: ev.ts.map(TsRef::At),
+                        iteration: ev.iteration,
+                        phase: ev.phase.take(),
+                        score: ev.facts.score,
+                        new_iteration: ev.facts.new_iteration,
+                        text,
+                    });
+                    (key, ev.seq, row)
                 }
             };
             t.counters.lines += 1;
@@ -131,6 +170,12 @@ impl ChunkTally {
                     next
                 }
             };
+            if let Some(row) = row {
+                if row_runs.len() <= run as usize {
+                    row_runs.push(ChunkRun::default());
+                }
+                row_runs[run as usize].push(row);
+            }
             t.seen.push(Seen {
                 run,
                 line: t.newlines,
@@ -171,6 +216,7 @@ impl ChunkTally {
             names[i as usize] = name.into_owned();
         }
         t.runs = names;
+        t.rows = row_runs.into_iter().map(ChunkRun::finish).collect();
         t
     }
 
@@ -201,6 +247,9 @@ pub struct Tally {
     findings: Vec<Finding>,
     /// Lines before the next chunk.
     lines: u64,
+    /// With rows (`with_rows`): each run's state, by run index, exact in its row's fields;
+    /// `None` once a chunk could not be applied exactly.
+    rows: Option<Vec<RunState>>,
 }
 
 impl Tally {
@@ -212,6 +261,15 @@ impl Tally {
             runs: Vec::new(),
             findings: Vec::new(),
             lines: lines_before,
+            rows: None,
+        }
+    }
+
+    /// `new`, for chunks read with `ChunkTally::read_rows`: `finish_rows` gives the rows.
+    pub fn with_rows(lines_before: u64) -> Tally {
+        Tally {
+            rows: Some(Vec::new()),
+            ..Tally::new(lines_before)
         }
     }
 
@@ -225,11 +283,24 @@ impl Tally {
                 None => {
                     let i = self.runs.len() as u32;
                     self.index.insert(name.clone(), i);
+                    if let Some(rows) = &mut self.rows {
+                        rows.push(RunState::new(&name));
+                    }
                     self.runs.push((name, 0, None));
                     i
                 }
             })
             .collect();
+        // Before the seq checks below: a digest needs each run's last `seq` before the chunk.
+        if let Some(rows) = &mut self.rows {
+            for (digest, &id) in chunk.rows.into_iter().zip(&ids) {
+                let id = id as usize;
+                if !digest.apply(&mut rows[id], self.runs[id].2) {
+                    self.rows = None;
+                    break;
+                }
+            }
+        }
         for s in chunk.seen {
             let (name, events, last) = &mut self.runs[ids[s.run as usize] as usize];
             let step = seq_step(*events, *last, s.seq);
@@ -255,17 +326,36 @@ impl Tally {
         self.counters.add(chunk.counters);
     }
 
+    /// The outcome of a full replay of the same lines, its run states exact in what `list`
+    /// shows of a run (`rows`: status, stop, iteration, max iterations, phase, last score,
+    /// last update, alias, events, last `seq`) and not beyond. `None` when a chunk could not
+    /// be applied exactly (see `rows`): the caller replays instead.
+    pub fn finish_rows(mut self) -> Option<Outcome> {
+        let states = self.rows.take()?;
+        Some(self.finish_with(Some(states)))
+    }
+
     /// The outcome `Replay::without_states` gives for the same lines.
     pub fn finish(self) -> Outcome {
+        self.finish_with(None)
+    }
+
+    fn finish_with(self, states: Option<Vec<RunState>>) -> Outcome {
         let mut findings = self.findings;
         findings.sort();
-        let mut runs = self.runs;
-        runs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut states = states.map(|s| s.into_iter().map(Some).collect::<Vec<_>>());
+        let mut runs: Vec<_> = self.runs.into_iter().enumerate().collect();
+        runs.sort_unstable_by(|a, b| a.1.0.cmp(&b.1.0));
         // Already in order: the map is bulk-built, each state moved once.
         let runs: BTreeMap<String, RunState> = runs
             .into_iter()
-            .map(|(name, events, last_seq)| {
-                let mut state = RunState::new(&name);
+            .map(|(i, (name, events, last_seq))| {
+                let mut state = states
+                    .as_mut()
+                    .and_then(|s| s[i].take())
+                    .unwrap_or_else(|| RunState::new(&name));
+                // The seq checks here are the exact ones (the reducer, given only some of the
+                // events, counted those).
                 state.events = events;
                 state.last_seq = last_seq;
                 (name, state)
@@ -283,6 +373,8 @@ impl Tally {
 mod tests {
     use super::*;
     use crate::replay::Replay;
+    use crate::state::Status;
+    use crate::ts::Ts;
     use proptest::prelude::*;
 
     fn brief(o: &Outcome) -> Vec<(String, u64, Option<u64>)> {
@@ -335,7 +427,7 @@ mod tests {
             bounds.dedup();
             let mut tally = Tally::new(0);
             for w in bounds.windows(2) {
-                tally.push(ChunkTally::read_blocks(&log[w[0]..w[1]], w[0] as u64, "dflt", max_line, block));
+                tally.push(ChunkTally::read_blocks(&log[w[0]..w[1]], w[0] as u64, "dflt", max_line, block, false));
             }
             let got = tally.finish();
             let mut r = Replay::new("dflt").without_states();
@@ -347,5 +439,223 @@ mod tests {
             prop_assert_eq!(&got.findings, &want.findings);
             prop_assert_eq!(brief(&got), brief(&want));
         }
+    }
+
+    /// What `list` shows of a run.
+    type Row = (
+        String,
+        Status,
+        String,
+        u64,
+        Option<u64>,
+        String,
+        u64,
+        Option<Ts>,
+        u64,
+        Option<u64>,
+    );
+
+    fn rows(o: &Outcome) -> Vec<(String, Row)> {
+        o.runs
+            .iter()
+            .map(|(k, s)| {
+                let row = (
+                    s.task_alias.clone(),
+                    s.status,
+                    s.stop.reason.clone(),
+                    s.iteration,
+                    s.max_iterations,
+                    s.phase.clone(),
+                    s.last_score.to_bits(),
+                    s.updated_at,
+                    s.events,
+                    s.last_seq,
+                );
+                (k.clone(), row)
+            })
+            .collect()
+    }
+
+    /// Every line of the fixtures: all three dialects, damage, seq problems.
+    const FIXTURES: &[&[u8]] = &[
+        include_bytes!("../../../fixtures/aif-drift/history.jsonl"),
+        include_bytes!("../../../fixtures/aif-loop-clean/history.jsonl"),
+        include_bytes!("../../../fixtures/avenor-abort/history.jsonl"),
+        include_bytes!("../../../fixtures/avenor-loop/history.jsonl"),
+        include_bytes!("../../../fixtures/avenor-session/history.jsonl"),
+        include_bytes!("../../../fixtures/bad-middle/history.jsonl"),
+        include_bytes!("../../../fixtures/failed-run/history.jsonl"),
+        include_bytes!("../../../fixtures/healthy-native/history.jsonl"),
+        include_bytes!("../../../fixtures/merged-runs/history.jsonl"),
+        include_bytes!("../../../fixtures/seq-problems/history.jsonl"),
+        include_bytes!("../../../fixtures/stagnating-native/history.jsonl"),
+        include_bytes!("../../../fixtures/unknown-events/history.jsonl"),
+    ];
+
+    fn fixture_lines() -> Vec<&'static [u8]> {
+        FIXTURES
+            .iter()
+            .flat_map(|f| f.split(|&b| b == b'\n'))
+            .collect()
+    }
+
+    const KINDS: &[(&str, &[&str])] = &[
+        (
+            "run_started",
+            &[
+                r#"{"goal":"g","task_alias":"al","config":{"max_iterations":7}}"#,
+                r#"{"max_iterations":3}"#,
+                "{}",
+            ],
+        ),
+        (
+            "stopped",
+            &[
+                r#"{"reason":"threshold_reached","final_score":0.9,"iterations":3}"#,
+                r#"{"reason":"user_stop - tired"}"#,
+                r#"{"exit_reason":"marker","exit_label":"done","max_iterations":9}"#,
+                r#"{"score":0.5,"reason":"stagnation"}"#,
+            ],
+        ),
+        (
+            "failed",
+            &[r#"{"reason":"evaluator_crash","error":"e"}"#, "{}"],
+        ),
+        ("run_resumed", &["{}"]),
+        (
+            "phase_switched",
+            &[r#"{"to_phase":"B"}"#, r#"{"from_phase":"A"}"#],
+        ),
+        ("session_ended", &[r#"{"stop_reason":"cancelled"}"#, "{}"]),
+        (
+            "evaluation_done",
+            &[
+                r#"{"score":0.5,"passed":false,"failed_rules":["r1"]}"#,
+                r#"{"score":0.75}"#,
+                r#"{"usage":{"score":0.25}}"#,
+                r#"{"passed":true}"#,
+            ],
+        ),
+        (
+            "iteration_advanced",
+            &[r#"{"new_iteration":3}"#, r#"{"to":4}"#, "{}"],
+        ),
+        ("plan_created", &[r#"{"steps":3,"tokens_in":4}"#]),
+        ("x_unknown", &["{}"]),
+    ];
+
+    /// An aif-loop line (`shape` 0: keys in another order, 1: native, else aif-loop's own
+    /// shape); `ts` 0 is not a time.
+    fn line(kind: usize, payload: usize, run: u8, seq: u8, ts: u8, phase: u8, shape: u8) -> String {
+        let (name, payloads) = KINDS[kind % KINDS.len()];
+        let payload = payloads[payload % payloads.len()];
+        let ts = if ts == 0 {
+            "not-a-time".to_string()
+        } else {
+            format!("2026-02-18T12:00:{:02}.000Z", ts % 60)
+        };
+        let phase = ["A", "B", "C"][phase as usize % 3];
+        let it = seq / 2;
+        match shape {
+            0 => format!(
+                r#"{{"event":"{name}","run_id":"r{run}","seq":{seq},"ts":"{ts}","phase":"{phase}","iteration":{it},"payload":{payload}}}"#
+            ),
+            1 => format!(
+                r#"{{"v":1,"seq":{seq},"ts":"{ts}","run_id":"r{run}","event":"{name}","iteration":{it},"phase":"{phase}","payload":{payload}}}"#
+            ),
+            _ => format!(
+                r#"{{"ts":"{ts}","run_id":"r{run}","seq":{seq},"iteration":{it},"phase":"{phase}","step":"S","event":"{name}","status":"ok","payload":{payload}}}"#
+            ),
+        }
+    }
+
+    /// The rows of `log` cut into chunks at `bounds`, or `None` where they could not be exact.
+    fn chunked_rows(log: &[u8], bounds: &[usize]) -> Option<Outcome> {
+        let mut tally = Tally::with_rows(0);
+        for w in bounds.windows(2) {
+            tally.push(ChunkTally::read_blocks(
+                &log[w[0]..w[1]],
+                w[0] as u64,
+                "dflt",
+                1 << 20,
+                97,
+                true,
+            ));
+        }
+        tally.finish_rows()
+    }
+
+    fn line_starts(log: &[u8]) -> Vec<usize> {
+        log.iter()
+            .enumerate()
+            .filter(|&(i, &b)| b == b'\n' && i + 1 < log.len())
+            .map(|(i, _)| i + 1)
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(600))]
+        /// Rows read chunk by chunk are a full replay's, in every field `list` shows, with its
+        /// statistics and findings; and a log read as one chunk always gives them (only a
+        /// timestamp that is not a time can leave the chunks unsure).
+        #[test]
+        fn rows_of_chunks_are_the_replays(
+            picks in prop::collection::vec(
+                (0u8..4, any::<prop::sample::Index>(), 0usize..10, 0usize..4, 0u8..3, 0u8..7, 0u8..12, 0u8..3, 0u8..4),
+                0..60),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..4),
+            tail in any::<bool>(),
+        ) {
+            let pool = fixture_lines();
+            let mut log = Vec::new();
+            let mut bad_ts = false;
+            for &(from, fixture, kind, payload, run, seq, ts, phase, shape) in &picks {
+                if from == 0 {
+                    log.extend_from_slice(pool[fixture.index(pool.len())]);
+                } else {
+                    bad_ts |= ts == 0;
+                    log.extend_from_slice(line(kind, payload, run, seq, ts, phase, shape).as_bytes());
+                }
+                log.push(b'\n');
+            }
+            if tail {
+                log.extend_from_slice(br#"{"run_id":"r1","se"#);
+            }
+            let starts = line_starts(&log);
+            let mut bounds: Vec<usize> = if starts.is_empty() {
+                Vec::new()
+            } else {
+                cuts.iter().map(|c| starts[c.index(starts.len())]).collect()
+            };
+            bounds.extend([0, log.len()]);
+            bounds.sort();
+            bounds.dedup();
+            let want = crate::replay::replay_bytes("dflt", &log);
+            let one = chunked_rows(&log, &[0, log.len()]);
+            prop_assert!(one.is_some() || bad_ts);
+            for got in [one, chunked_rows(&log, &bounds)].into_iter().flatten() {
+                prop_assert_eq!(&got.stats, &want.stats);
+                prop_assert_eq!(&got.findings, &want.findings);
+                prop_assert_eq!(rows(&got), rows(&want));
+            }
+        }
+    }
+
+    /// A run's `seq` repeated across a chunk end: the later chunk alone cannot tell that the
+    /// event is not applied, so the rows are left to a replay. Within one chunk it can.
+    #[test]
+    fn a_seq_repeated_across_a_chunk_end_leaves_the_rows_to_a_replay() {
+        let a = line(6, 1, 0, 3, 5, 0, 2);
+        let b = line(6, 0, 0, 3, 6, 1, 2);
+        let log = format!("{a}\n{b}\n");
+        let cut = a.len() + 1;
+        assert!(chunked_rows(log.as_bytes(), &[0, cut, log.len()]).is_none());
+        let whole = chunked_rows(log.as_bytes(), &[0, log.len()]).expect("one chunk decides");
+        let want = crate::replay::replay_bytes("dflt", log.as_bytes());
+        assert_eq!(rows(&whole), rows(&want));
+        assert_eq!(
+            whole.runs["r0"].last_score, 0.75,
+            "the repeat is not applied"
+        );
     }
 }

@@ -126,7 +126,7 @@ fn replay_parallel(
     let shard = |i: usize, n: usize| new_shard(opts, resume, i, n);
     let parts = match plan_chunks(path, start, size, opts.max_line, chunk)? {
         Some(chunks) if !opts.states && resume.is_none() => {
-            return tally_chunks(path, &chunks, lines_before, opts, threads);
+            return Ok(tally_chunks(path, &chunks, lines_before, opts, threads, false)?.finish());
         }
         Some(chunks) => {
             // More shards than threads, handed out one at a time, so that a thread slowed
@@ -620,20 +620,48 @@ fn replay_chunks(
     }
 }
 
-/// Counts and checks `chunks` (`ReadOptions::states` false) on `threads` threads: each thread
-/// reads whole chunks, taken in file order, and whoever finishes the next chunk in order merges
-/// it. At most `WINDOW` chunks wait to be merged, so memory stays bounded.
+/// The outcome `list` needs of a log that holds many runs: `replay_file`'s, its run states
+/// exact only in what a row shows (`Tally::finish_rows`: no score history, token totals, ...).
+/// The log is read in chunks on all threads, as `check` counts it; when the chunks cannot give
+/// the rows exactly (a `seq` repeated across a chunk end, say) it is replayed instead.
+pub fn rows_file(path: &Path, opts: &ReadOptions) -> Result<Outcome> {
+    rows_in_chunks(path, opts, TALLY_CHUNK)
+}
+
+/// `rows_file` in chunks of about `chunk` bytes.
+fn rows_in_chunks(path: &Path, opts: &ReadOptions, chunk: u64) -> Result<Outcome> {
+    let size = std::fs::metadata(path).map_err(io_err(path))?.len();
+    if let Some(chunks) = plan_chunks(path, 0, size, opts.max_line, chunk)? {
+        let threads = opts.threads.clamp(1, chunks.len());
+        if let Some(o) = tally_chunks(path, &chunks, 0, opts, threads, true)?.finish_rows() {
+            return Ok(o);
+        }
+    }
+    let opts = ReadOptions {
+        states: true,
+        ..opts.clone()
+    };
+    replay_file(path, &opts, None)
+}
+
+/// Counts and checks `chunks` (`ReadOptions::states` false), with the rows or not (`rows`:
+/// see `Tally::with_rows`) on `threads` threads: each thread reads whole chunks, taken in file
+/// order, and whoever finishes the next chunk in order merges it, and the chunks after it that
+/// are ready, while the others go on reading. At most `WINDOW` chunks wait to be merged, so
+/// memory stays bounded.
 fn tally_chunks(
     path: &Path,
     chunks: &[(u64, u64)],
     lines_before: u64,
     opts: &ReadOptions,
     threads: usize,
-) -> Result<Outcome> {
+    rows: bool,
+) -> Result<Tally> {
     struct Merge {
-        tally: Tally,
         /// Chunks read but not merged yet, by index.
         done: BTreeMap<usize, ChunkTally>,
+        /// A thread is merging: it takes the chunks in order as they are ready.
+        merging: bool,
         next_merge: usize,
         next_read: usize,
         failed: Option<StoreError>,
@@ -641,9 +669,14 @@ fn tally_chunks(
     }
     let file = File::open(path).map_err(io_err(path))?;
     let pool = Arc::new(Pool::default());
+    let tally = Mutex::new(if rows {
+        Tally::with_rows(lines_before)
+    } else {
+        Tally::new(lines_before)
+    });
     let merge = Mutex::new(Merge {
-        tally: Tally::new(lines_before),
         done: BTreeMap::new(),
+        merging: false,
         next_merge: 0,
         next_read: 0,
         failed: None,
@@ -665,8 +698,13 @@ fn tally_chunks(
             drop(m);
             let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let ch = chunks[c];
+                let read = if rows {
+                    ChunkTally::read_rows
+                } else {
+                    ChunkTally::read
+                };
                 load(&file, path, ch, &pool)
-                    .map(|b| ChunkTally::read(&b, ch.0, &opts.default_run, opts.max_line))
+                    .map(|b| read(&b, ch.0, &opts.default_run, opts.max_line))
             }));
             m = lock(merge.lock());
             match read {
@@ -674,10 +712,25 @@ fn tally_chunks(
                 Ok(Err(e)) => m.failed = Some(e),
                 Ok(Ok(t)) => {
                     m.done.insert(c, t);
-                    let m = &mut *m;
-                    while let Some(t) = m.done.remove(&m.next_merge) {
-                        m.tally.push(t);
-                        m.next_merge += 1;
+                    if !m.merging {
+                        m.merging = true;
+                        loop {
+                            let next = m.next_merge;
+                            let Some(t) = m.done.remove(&next) else { break };
+                            drop(m);
+                            let pushed =
+                                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                    lock(tally.lock()).push(t)
+                                }));
+                            m = lock(merge.lock());
+                            m.next_merge += 1;
+                            wake.notify_all();
+                            if let Err(p) = pushed {
+                                m.panic = Some(p);
+                                break;
+                            }
+                        }
+                        m.merging = false;
                     }
                 }
             }
@@ -697,7 +750,7 @@ fn tally_chunks(
     }
     match m.failed {
         Some(e) => Err(e),
-        None => Ok(m.tally.finish()),
+        None => Ok(lock(tally.into_inner())),
     }
 }
 
@@ -798,6 +851,16 @@ mod tests {
                 prop_assert_eq!(&counted.findings, &one.findings);
                 prop_assert_eq!(brief(&counted), brief(&one));
             }
+            // `list`'s rows: exact in what a row shows (replayed when the chunks cannot say).
+            let row = |o: &Outcome| -> Vec<String> {
+                o.runs.values().map(|s| format!("{} {} {:?} {} {} {:?} {} {} {:?} {} {:?}",
+                    s.run_id, s.task_alias, s.status, s.stop.reason, s.iteration, s.max_iterations,
+                    s.phase, s.last_score, s.updated_at, s.events, s.last_seq)).collect()
+            };
+            let rows = rows_in_chunks(&path, &ReadOptions { threads, ..opts.clone() }, chunk).unwrap();
+            prop_assert_eq!(&rows.stats, &one.stats);
+            prop_assert_eq!(&rows.findings, &one.findings);
+            prop_assert_eq!(row(&rows), row(&one));
         }
     }
 

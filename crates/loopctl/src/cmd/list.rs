@@ -6,7 +6,7 @@ use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 use loopctl_core::RunState;
 use loopctl_store::discover::{self, RunRef};
-use loopctl_store::read::{ReadOptions, replay_file};
+use loopctl_store::read::{ReadOptions, replay_file, rows_file};
 use loopctl_store::snapshot::folder_run;
 use serde::Serialize;
 
@@ -16,7 +16,8 @@ use crate::output;
 /// List the runs under a root with their state rebuilt from each log (run.json is not trusted).
 ///
 /// ROOT may also be one log holding many runs (a merged stream, `.jsonl`/`.ndjson`): then each
-/// run in it is a row, replayed on all threads.
+/// run in it is a row. The log is read in chunks on all threads and only what a row shows is
+/// rebuilt (the same values a full `replay` gives).
 #[derive(ClapArgs)]
 pub struct Args {
     /// Root folder to scan (default: the root), or a log file holding several runs.
@@ -100,7 +101,7 @@ impl Row {
 /// The rows of one log's runs, in run id order (each row's `findings` counts those naming
 /// it), and how many findings name no run (damaged lines).
 fn file_rows(log: &Path, opts: &ReadOptions) -> anyhow::Result<(Vec<Row>, usize)> {
-    let outcome = replay_file(log, opts, None).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let outcome = rows_file(log, opts).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut per_run: HashMap<&str, usize> = HashMap::new();
     let mut damaged = 0;
     for f in &outcome.findings {
@@ -131,7 +132,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 "{damaged} damaged line(s) in {log}; `loopctl check {log}` says where"
             ));
         }
-        return print_rows(&rows, &root, a.json, true);
+        let code = print_rows(&rows, &root, a.json, true);
+        super::free_at_exit(rows);
+        return code;
     }
     let runs = discover::list_runs(&root)
         .map_err(|e| anyhow::anyhow!("{e} (is it a loopctl or aif-loop root?)"))?;

@@ -1,0 +1,209 @@
+//! A run's row (what `list` shows: status, stop reason, iteration, max iterations, phase, last
+//! score, last update, alias) from chunks of a log read in any order, without a full replay.
+//!
+//! Most events move a row only through their envelope (`ts`, `iteration`, `phase`) and, for
+//! `evaluation_done` and `iteration_advanced`, one payload fact. A chunk folds each run's
+//! stretch of such events into a `Fold`; the few events that do more (`run_started`,
+//! `stopped`, ...) are kept as text and handed to the reducer itself when the chunk is merged
+//! in file order, so the reducer alone decides what they do.
+//!
+//! Whether an event repeats its run's last `seq` (and is then not applied) can depend on earlier
+//! chunks. A chunk decides it alone, and `Digest::apply` says when that may have been wrong
+//! (a `seq` not above the run's last before the chunk); the caller then replays instead.
+
+use std::borrow::Cow;
+
+use crate::event::{Event, Kind};
+use crate::replay::read_event;
+use crate::state::{RunState, apply_mut};
+use crate::ts::Ts;
+
+/// Kinds whose effect on a row goes beyond the envelope, the score of an evaluation and the
+/// iteration an advance names (see `apply_mut`): the reducer applies these.
+pub(crate) fn reduced_whole(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::RunStarted
+            | Kind::RunResumed
+            | Kind::PhaseSwitched
+            | Kind::SessionEnded
+            | Kind::Stopped
+            | Kind::Failed
+    )
+}
+
+/// Kinds whose payload facts a fold reads.
+pub(crate) fn fold_facts(kind: Kind) -> bool {
+    matches!(kind, Kind::EvaluationDone | Kind::IterationAdvanced)
+}
+
+/// A timestamp as read: the text of the aif-loop shape (parsed once, for the last event of a
+/// fold), or parsed already.
+pub(crate) enum TsRef<'a> {
+    Text(&'a str),
+    At(Ts),
+}
+
+/// One event as a row sees it.
+pub(crate) struct RowEvent<'a> {
+    pub kind: Kind,
+    pub seq: Option<u64>,
+    pub ts: Option<TsRef<'a>>,
+    pub iteration: Option<u64>,
+    pub phase: Option<Cow<'a, str>>,
+    pub score: Option<f64>,
+    pub new_iteration: Option<u64>,
+    /// The line, for `reduced_whole` kinds.
+    pub text: &'a str,
+}
+
+#[derive(Default)]
+struct FoldRef<'a> {
+    any: bool,
+    ts: Option<TsRef<'a>>,
+    iteration: Option<u64>,
+    phase: Option<Cow<'a, str>>,
+    score: Option<f64>,
+}
+
+enum StepRef<'a> {
+    Fold(FoldRef<'a>),
+    Line(&'a str),
+}
+
+/// A run's events in one chunk, while the chunk is read.
+#[derive(Default)]
+pub(crate) struct ChunkRun<'a> {
+    steps: Vec<StepRef<'a>>,
+    fold: FoldRef<'a>,
+    /// The highest `seq` so far: what an applied event leaves as the run's last `seq`.
+    last: Option<u64>,
+    min_seq: Option<u64>,
+}
+
+impl<'a> ChunkRun<'a> {
+    pub fn push(&mut self, e: RowEvent<'a>) {
+        if let Some(s) = e.seq {
+            self.min_seq = Some(self.min_seq.map_or(s, |m| m.min(s)));
+            if self.last == Some(s) {
+                return;
+            }
+            self.last = Some(self.last.map_or(s, |l| l.max(s)));
+        }
+        if reduced_whole(e.kind) {
+            if self.fold.any {
+                self.steps
+                    .push(StepRef::Fold(std::mem::take(&mut self.fold)));
+            }
+            self.steps.push(StepRef::Line(e.text));
+            return;
+        }
+        let f = &mut self.fold;
+        f.any = true;
+        if e.ts.is_some() {
+            f.ts = e.ts;
+        }
+        let advanced = e
+            .new_iteration
+            .filter(|_| e.kind == Kind::IterationAdvanced);
+        if let Some(i) = e.iteration.into_iter().chain(advanced).max() {
+            f.iteration = Some(f.iteration.map_or(i, |j| j.max(i)));
+        }
+        if e.phase.is_some() {
+            f.phase = e.phase;
+        }
+        if e.kind == Kind::EvaluationDone && e.score.is_some() {
+            f.score = e.score;
+        }
+    }
+
+    pub fn finish(mut self) -> Digest {
+        let mut uncertain = false;
+        if self.fold.any {
+            self.steps.push(StepRef::Fold(self.fold));
+        }
+        let steps = self
+            .steps
+            .into_iter()
+            .map(|s| match s {
+                StepRef::Line(t) => Step::Line(t.to_string()),
+                StepRef::Fold(f) => Step::Fold(Fold {
+                    ts: match f.ts {
+                        Some(TsRef::Text(t)) => {
+                            let ts = Ts::parse_rfc3339(t);
+                            // The last readable one would count: not known here.
+                            uncertain |= ts.is_none();
+                            ts
+                        }
+                        Some(TsRef::At(ts)) => Some(ts),
+                        None => None,
+                    },
+                    iteration: f.iteration,
+                    phase: f.phase.map(Cow::into_owned),
+                    score: f.score,
+                }),
+            })
+            .collect();
+        Digest {
+            steps,
+            min_seq: self.min_seq,
+            uncertain,
+        }
+    }
+}
+
+struct Fold {
+    ts: Option<Ts>,
+    iteration: Option<u64>,
+    phase: Option<String>,
+    score: Option<f64>,
+}
+
+enum Step {
+    Fold(Fold),
+    Line(String),
+}
+
+/// A run's events in one chunk, read.
+pub(crate) struct Digest {
+    steps: Vec<Step>,
+    min_seq: Option<u64>,
+    uncertain: bool,
+}
+
+impl Digest {
+    /// Applies the chunk's events to `state`, which reflects the earlier chunks, after which the
+    /// run's last `seq` was `last`. False when that cannot be done exactly here (see the module
+    /// notes); `state` is then of no use.
+    pub fn apply(self, state: &mut RunState, last: Option<u64>) -> bool {
+        if self.uncertain || matches!((self.min_seq, last), (Some(m), Some(l)) if m <= l) {
+            return false;
+        }
+        for step in self.steps {
+            match step {
+                Step::Fold(f) => {
+                    if f.ts.is_some() {
+                        state.updated_at = f.ts;
+                    }
+                    if let Some(i) = f.iteration {
+                        state.iteration = state.iteration.max(i);
+                    }
+                    if let Some(p) = f.phase {
+                        state.phase = p;
+                    }
+                    if let Some(s) = f.score {
+                        state.last_score = s;
+                    }
+                }
+                Step::Line(text) => {
+                    let mut ev = Event::new(Kind::Other);
+                    if read_event(&text, true, &mut ev).is_err() {
+                        return false;
+                    }
+                    apply_mut(state, &ev);
+                }
+            }
+        }
+        true
+    }
+}
