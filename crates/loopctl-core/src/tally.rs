@@ -248,8 +248,10 @@ pub struct Tally {
     /// Lines before the next chunk.
     lines: u64,
     /// With rows (`with_rows`): each run's state, by run index, exact in its row's fields;
-    /// `None` once a chunk could not be applied exactly.
-    rows: Option<Vec<RunState>>,
+    /// `None` once a chunk could not be applied exactly. Boxed: states are large, and are
+    /// moved only once, into the outcome.
+    #[expect(clippy::vec_box, reason = "a state is moved at every regrowth otherwise")]
+    rows: Option<Vec<Box<RunState>>>,
 }
 
 impl Tally {
@@ -284,7 +286,7 @@ impl Tally {
                     let i = self.runs.len() as u32;
                     self.index.insert(name.clone(), i);
                     if let Some(rows) = &mut self.rows {
-                        rows.push(RunState::new(&name));
+                        rows.push(Box::new(RunState::new(&name)));
                     }
                     self.runs.push((name, 0, None));
                     i
@@ -340,7 +342,8 @@ impl Tally {
         self.finish_with(None)
     }
 
-    fn finish_with(self, states: Option<Vec<RunState>>) -> Outcome {
+    #[expect(clippy::vec_box, reason = "see `Tally::rows`")]
+    fn finish_with(self, states: Option<Vec<Box<RunState>>>) -> Outcome {
         let mut findings = self.findings;
         findings.sort();
         let mut states = states.map(|s| s.into_iter().map(Some).collect::<Vec<_>>());
@@ -350,10 +353,10 @@ impl Tally {
         let runs: BTreeMap<String, RunState> = runs
             .into_iter()
             .map(|(i, (name, events, last_seq))| {
-                let mut state = states
-                    .as_mut()
-                    .and_then(|s| s[i].take())
-                    .unwrap_or_else(|| RunState::new(&name));
+                let mut state = match states.as_mut().and_then(|s| s[i].take()) {
+                    Some(state) => *state,
+                    None => RunState::new(&name),
+                };
                 // The seq checks here are the exact ones (the reducer, given only some of the
                 // events, counted those).
                 state.events = events;

@@ -68,14 +68,36 @@ pub fn print(text: &str) {
 /// One compact JSON line per item, in order, `write` appending an item's JSON to a buffer:
 /// serialized on up to `threads` threads a block at a time, and printed in large writes.
 pub fn json_lines<T: Sync>(items: &[T], threads: usize, write: impl Fn(&T, &mut Vec<u8>) + Sync) {
-    in_blocks(items, threads, write, print_json);
+    in_blocks(items, threads, write, b'\n', print_json);
 }
 
-/// `json_lines` handing each block's text, in order, to `emit`.
+/// The items as one compact JSON array on one line (what `json_line` prints of a slice),
+/// serialized as `json_lines` does.
+pub fn json_array<T: Sync>(items: &[T], threads: usize, write: impl Fn(&T, &mut Vec<u8>) + Sync) {
+    print_json(&array_text(items, threads, write));
+}
+
+fn array_text<T: Sync>(
+    items: &[T],
+    threads: usize,
+    write: impl Fn(&T, &mut Vec<u8>) + Sync,
+) -> Vec<u8> {
+    let mut all = vec![b'['];
+    in_blocks(items, threads, write, b',', |t| all.extend_from_slice(t));
+    match all.last_mut() {
+        Some(c @ b',') => *c = b']',
+        _ => all.push(b']'),
+    }
+    all.push(b'\n');
+    all
+}
+
+/// `json_lines` handing each block's text, in order, to `emit`, each item followed by `sep`.
 fn in_blocks<T: Sync>(
     items: &[T],
     threads: usize,
     write: impl Fn(&T, &mut Vec<u8>) + Sync,
+    sep: u8,
     mut emit: impl FnMut(&[u8]),
 ) {
     const BLOCK: usize = 2048;
@@ -90,7 +112,7 @@ fn in_blocks<T: Sync>(
         let mut out = Vec::with_capacity(part.len() * hint);
         for v in part {
             write(v, &mut out);
-            out.push(b'\n');
+            out.push(sep);
         }
         out
     };
@@ -136,14 +158,6 @@ fn print_json(text: &[u8]) {
     let _ = out.flush();
 }
 
-/// `v` as one line of compact JSON, written as is (JSON has no escape sequences to strip).
-pub fn json_line<T: serde::Serialize>(v: &T) -> serde_json::Result<()> {
-    let mut text = serde_json::to_vec(v)?;
-    text.push(b'\n');
-    print_json(&text);
-    Ok(())
-}
-
 pub fn json_pretty<T: serde::Serialize>(v: &T) {
     print(&format!(
         "{}\n",
@@ -172,6 +186,7 @@ mod tests {
                     &items,
                     threads,
                     |v, out| out.extend_from_slice(v.to_string().as_bytes()),
+                    b'\n',
                     |t| got.extend_from_slice(t),
                 );
                 let want: String = items.iter().map(|v| format!("{v}\n")).collect();
@@ -180,6 +195,12 @@ mod tests {
                     want,
                     "{threads} threads, {n} items"
                 );
+                let array = array_text(&items, threads, |v, out| {
+                    serde_json::to_writer(out, v).unwrap()
+                });
+                let mut want = serde_json::to_vec(&items).unwrap();
+                want.push(b'\n');
+                assert_eq!(array, want, "array: {threads} threads, {n} items");
             }
         }
     }

@@ -132,7 +132,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 "{damaged} damaged line(s) in {log}; `loopctl check {log}` says where"
             ));
         }
-        let code = print_rows(&rows, &root, a.json, true);
+        let code = print_rows(&rows, &root, a.json, true, ctx.read.threads);
         super::free_at_exit(rows);
         return code;
     }
@@ -172,14 +172,23 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     bar.finish_and_clear();
     rows.sort_by_key(|(i, _)| *i);
     let rows: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
-    print_rows(&rows, &root, a.json, false)
+    print_rows(&rows, &root, a.json, false, ctx.read.threads)
 }
 
 /// Prints the rows; `by_run` heads the table with run ids (the runs of one log, whose aliases
 /// repeat) rather than folder aliases.
-fn print_rows(rows: &[Row], root: &Path, json: bool, by_run: bool) -> anyhow::Result<u8> {
+fn print_rows(
+    rows: &[Row],
+    root: &Path,
+    json: bool,
+    by_run: bool,
+    threads: usize,
+) -> anyhow::Result<u8> {
     if json {
-        output::json_line(&rows)?;
+        // A row has string keys only: serializing it cannot fail.
+        output::json_array(rows, threads, |r, out| {
+            let _ = serde_json::to_writer(out, r);
+        });
         return Ok(crate::exit::OK);
     }
     if rows.is_empty() {
