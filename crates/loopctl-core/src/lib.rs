@@ -29,4 +29,5 @@ pub mod ts;
 pub use event::{Dialect, Event, Facts, Kind, LineError, parse_line};
 pub use replay::{Finding, FindingKind, Outcome, Replay, Stats, replay_bytes};
 pub use state::{RunState, Status, apply, apply_mut};
+pub use state_json::Writer as JsonWriter;
 pub use ts::Ts;

@@ -84,10 +84,20 @@ impl RunState {
     }
 }
 
-/// Writes the members of one object; `first` is true until its first key.
-struct Writer<'o> {
+/// Writes the members of one JSON object, compact, with the bytes serde_json would write
+/// (keys are taken as plain ASCII, never escaped); `first` is true until its first key.
+pub struct Writer<'o> {
     out: &'o mut Vec<u8>,
     first: bool,
+}
+
+impl<'o> Writer<'o> {
+    /// Opens an object at the end of `out`; `close` ends it.
+    pub fn object_in(out: &'o mut Vec<u8>) -> Writer<'o> {
+        let mut w = Writer { out, first: true };
+        w.open();
+        w
+    }
 }
 
 impl Writer<'_> {
@@ -106,17 +116,17 @@ impl Writer<'_> {
         w
     }
 
-    fn bool(&mut self, b: bool) {
+    pub fn bool(&mut self, b: bool) {
         self.raw(if b { b"true" } else { b"false" });
     }
 
-    fn close(&mut self) {
+    pub fn close(&mut self) {
         self.out.push(b'}');
         self.first = false;
     }
 
     /// A key: plain ASCII, never escaped.
-    fn key(&mut self, k: &str) -> &mut Self {
+    pub fn key(&mut self, k: &str) -> &mut Self {
         if !self.first {
             self.out.push(b',');
         }
@@ -132,34 +142,34 @@ impl Writer<'_> {
         self
     }
 
-    fn u64(&mut self, n: u64) {
+    pub fn u64(&mut self, n: u64) {
         self.out
             .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
     }
 
-    fn opt_u64(&mut self, n: Option<u64>) {
+    pub fn opt_u64(&mut self, n: Option<u64>) {
         match n {
             Some(n) => self.u64(n),
             None => self.null(),
         }
     }
 
-    fn null(&mut self) {
+    pub fn null(&mut self) {
         self.out.extend_from_slice(b"null");
     }
 
     /// serde_json's float: shortest round-trip text, `null` when not finite.
-    fn f64(&mut self, x: f64) {
+    pub fn f64(&mut self, x: f64) {
         if serde_json::to_writer(&mut *self.out, &x).is_err() {
             self.null();
         }
     }
 
-    fn string(&mut self, s: &str) {
+    pub fn string(&mut self, s: &str) {
         escape_into(self.out, s);
     }
 
-    fn opt_string(&mut self, s: Option<&str>) {
+    pub fn opt_string(&mut self, s: Option<&str>) {
         match s {
             Some(s) => self.string(s),
             None => self.null(),
@@ -176,7 +186,7 @@ impl Writer<'_> {
         }
     }
 
-    fn ts(&mut self, t: Option<Ts>) {
+    pub fn ts(&mut self, t: Option<Ts>) {
         let mut buf = [0; 24];
         match t {
             Some(t) => match t.write_rfc3339(&mut buf) {

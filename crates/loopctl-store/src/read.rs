@@ -7,7 +7,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use loopctl_core::lines::{DEFAULT_MAX_LINE, LineText, Piece, Pos, Splitter, decode};
 use loopctl_core::replay::{Part, route};
-use loopctl_core::tally::{ChunkTally, Tally};
+use loopctl_core::tally::{ChunkTally, Rows, Tally};
 use loopctl_core::{Event, Outcome, Replay, RunState, parse_line};
 use std::collections::BTreeMap;
 
@@ -624,12 +624,12 @@ fn replay_chunks(
 /// exact only in what a row shows (`Tally::finish_rows`: no score history, token totals, ...).
 /// The log is read in chunks on all threads, as `check` counts it; when the chunks cannot give
 /// the rows exactly (a `seq` repeated across a chunk end, say) it is replayed instead.
-pub fn rows_file(path: &Path, opts: &ReadOptions) -> Result<Outcome> {
+pub fn rows_file(path: &Path, opts: &ReadOptions) -> Result<Rows> {
     rows_in_chunks(path, opts, TALLY_CHUNK)
 }
 
 /// `rows_file` in chunks of about `chunk` bytes.
-fn rows_in_chunks(path: &Path, opts: &ReadOptions, chunk: u64) -> Result<Outcome> {
+fn rows_in_chunks(path: &Path, opts: &ReadOptions, chunk: u64) -> Result<Rows> {
     let size = std::fs::metadata(path).map_err(io_err(path))?.len();
     if let Some(chunks) = plan_chunks(path, 0, size, opts.max_line, chunk)? {
         let threads = opts.threads.clamp(1, chunks.len());
@@ -641,7 +641,7 @@ fn rows_in_chunks(path: &Path, opts: &ReadOptions, chunk: u64) -> Result<Outcome
         states: true,
         ..opts.clone()
     };
-    replay_file(path, &opts, None)
+    replay_file(path, &opts, None).map(Rows::from)
 }
 
 /// Counts and checks `chunks` (`ReadOptions::states` false), with the rows or not (`rows`:
@@ -852,15 +852,15 @@ mod tests {
                 prop_assert_eq!(brief(&counted), brief(&one));
             }
             // `list`'s rows: exact in what a row shows (replayed when the chunks cannot say).
-            let row = |o: &Outcome| -> Vec<String> {
-                o.runs.values().map(|s| format!("{} {} {:?} {} {} {:?} {} {} {:?} {} {:?}",
+            let row = |states: Vec<&RunState>| -> Vec<String> {
+                states.into_iter().map(|s| format!("{} {} {:?} {} {} {:?} {} {} {:?} {} {:?}",
                     s.run_id, s.task_alias, s.status, s.stop.reason, s.iteration, s.max_iterations,
                     s.phase, s.last_score, s.updated_at, s.events, s.last_seq)).collect()
             };
             let rows = rows_in_chunks(&path, &ReadOptions { threads, ..opts.clone() }, chunk).unwrap();
             prop_assert_eq!(&rows.stats, &one.stats);
             prop_assert_eq!(&rows.findings, &one.findings);
-            prop_assert_eq!(row(&rows), row(&one));
+            prop_assert_eq!(row(rows.runs.iter().map(|s| &**s).collect()), row(one.runs.values().collect()));
         }
     }
 

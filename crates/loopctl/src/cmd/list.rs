@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
-use loopctl_core::RunState;
+use loopctl_core::{JsonWriter, RunState, Ts};
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::{ReadOptions, replay_file, rows_file};
 use loopctl_store::snapshot::folder_run;
@@ -27,24 +27,31 @@ pub struct Args {
 }
 
 #[derive(Serialize)]
-struct Row {
-    alias: String,
-    run_id: String,
+struct Row<'a> {
+    alias: &'a str,
+    run_id: &'a str,
     status: &'static str,
-    stop_reason: String,
+    stop_reason: &'a str,
     iteration: u64,
     max_iterations: Option<u64>,
-    phase: String,
+    phase: &'a str,
     last_score: f64,
-    updated_at: Option<String>,
+    updated_at: Option<Ts>,
     events: u64,
     findings: usize,
-    path: PathBuf,
+    path: &'a Path,
     #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+}
+
+/// A run folder's state rebuilt from its log, or why it could not be.
+struct Probe {
+    state: RunState,
+    findings: usize,
     error: Option<String>,
 }
 
-fn row(run: &RunRef, opts: &ReadOptions) -> Row {
+fn probe(run: &RunRef, opts: &ReadOptions) -> Probe {
     let opts = ReadOptions {
         default_run: run.name.clone(),
         threads: 1,
@@ -58,38 +65,72 @@ fn row(run: &RunRef, opts: &ReadOptions) -> Row {
         }
         Err(e) => (None, 0, Some(e.to_string())),
     };
-    let s = state.unwrap_or_else(|| RunState::new(&run.name));
-    Row::of(
-        run.name.clone(),
-        &s,
+    Probe {
+        state: state.unwrap_or_else(|| RunState::new(&run.name)),
         findings,
-        run.dir.clone().unwrap_or_default(),
         error,
-    )
+    }
 }
 
-impl Row {
+impl<'a> Row<'a> {
+    /// The row as compact JSON: serde_json's bytes for it (tested), written by hand because
+    /// a merged log can have tens of thousands of rows.
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let Row {
+            alias,
+            run_id,
+            status,
+            stop_reason,
+            iteration,
+            max_iterations,
+            phase,
+            last_score,
+            updated_at,
+            events,
+            findings,
+            path,
+            error,
+        } = self;
+        let mut w = JsonWriter::object_in(out);
+        w.key("alias").string(alias);
+        w.key("run_id").string(run_id);
+        w.key("status").string(status);
+        w.key("stop_reason").string(stop_reason);
+        w.key("iteration").u64(*iteration);
+        w.key("max_iterations").opt_u64(*max_iterations);
+        w.key("phase").string(phase);
+        w.key("last_score").f64(*last_score);
+        w.key("updated_at").ts(*updated_at);
+        w.key("events").u64(*events);
+        w.key("findings").u64(*findings as u64);
+        w.key("path").string(&path.to_string_lossy());
+        if let Some(e) = error {
+            w.key("error").string(e);
+        }
+        w.close();
+    }
+
     fn of(
-        alias: String,
-        s: &RunState,
+        alias: &'a str,
+        s: &'a RunState,
         findings: usize,
-        path: PathBuf,
-        error: Option<String>,
-    ) -> Row {
+        path: &'a Path,
+        error: Option<&'a str>,
+    ) -> Row<'a> {
         Row {
             alias,
-            run_id: s.run_id.clone(),
+            run_id: &s.run_id,
             status: if error.is_some() {
                 "unreadable"
             } else {
                 s.status.as_str()
             },
-            stop_reason: s.stop.reason.clone(),
+            stop_reason: &s.stop.reason,
             iteration: s.iteration,
             max_iterations: s.max_iterations,
-            phase: s.phase.clone(),
+            phase: &s.phase,
             last_score: s.last_score,
-            updated_at: s.updated_at.map(|t| t.to_string()),
+            updated_at: s.updated_at,
             events: s.events,
             findings,
             path,
@@ -99,9 +140,9 @@ impl Row {
 }
 
 /// The rows of one log's runs, in run id order (each row's `findings` counts those naming
-/// it), and how many findings name no run (damaged lines).
-fn file_rows(log: &Path, opts: &ReadOptions) -> anyhow::Result<(Vec<Row>, usize)> {
-    let outcome = rows_file(log, opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+/// it), with a note of the findings that name no run (damaged lines).
+fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
+    let outcome = rows_file(log, &ctx.read).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut per_run: HashMap<&str, usize> = HashMap::new();
     let mut damaged = 0;
     for f in &outcome.findings {
@@ -110,31 +151,32 @@ fn file_rows(log: &Path, opts: &ReadOptions) -> anyhow::Result<(Vec<Row>, usize)
             None => damaged += 1,
         }
     }
-    let rows = outcome
+    let rows: Vec<Row> = outcome
         .runs
-        .values()
+        .iter()
         .map(|s| {
             let findings = per_run.get(s.run_id.as_str()).copied().unwrap_or(0);
-            Row::of(s.task_alias.clone(), s, findings, log.to_path_buf(), None)
+            Row::of(&s.task_alias, s, findings, log, None)
         })
         .collect();
+    if damaged > 0 && !json {
+        let log = log.display();
+        output::note(&format!(
+            "{damaged} damaged line(s) in {log}; `loopctl check {log}` says where"
+        ));
+    }
+    let code = print_rows(&rows, log, json, true, ctx.read.threads);
+    // About to exit: the process frees them at once.
+    super::free_at_exit(rows);
+    super::free_at_exit(per_run);
     super::free_at_exit(outcome);
-    Ok((rows, damaged))
+    code
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let root = a.root.unwrap_or_else(|| ctx.root.clone());
     if root.is_file() {
-        let (rows, damaged) = file_rows(&root, &ctx.read)?;
-        if damaged > 0 && !a.json {
-            let log = root.display();
-            output::note(&format!(
-                "{damaged} damaged line(s) in {log}; `loopctl check {log}` says where"
-            ));
-        }
-        let code = print_rows(&rows, &root, a.json, true, ctx.read.threads);
-        super::free_at_exit(rows);
-        return code;
+        return list_file(ctx, &root, a.json);
     }
     let runs = discover::list_runs(&root)
         .map_err(|e| anyhow::anyhow!("{e} (is it a loopctl or aif-loop root?)"))?;
@@ -149,7 +191,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     );
     let next = AtomicUsize::new(0);
     let threads = ctx.read.threads.min(runs.len()).max(1);
-    let mut rows: Vec<(usize, Row)> = std::thread::scope(|sc| {
+    let mut probes: Vec<(usize, Probe)> = std::thread::scope(|sc| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 sc.spawn(|| {
@@ -157,7 +199,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(r) = runs.get(i) else { break };
-                        out.push((i, row(r, &ctx.read)));
+                        out.push((i, probe(r, &ctx.read)));
                         bar.inc(1);
                     }
                     out
@@ -170,8 +212,15 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             .collect()
     });
     bar.finish_and_clear();
-    rows.sort_by_key(|(i, _)| *i);
-    let rows: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
+    probes.sort_by_key(|(i, _)| *i);
+    let rows: Vec<Row> = probes
+        .iter()
+        .map(|(i, p)| {
+            let run = &runs[*i];
+            let dir = run.dir.as_deref().unwrap_or(Path::new(""));
+            Row::of(&run.name, &p.state, p.findings, dir, p.error.as_deref())
+        })
+        .collect();
     print_rows(&rows, &root, a.json, false, ctx.read.threads)
 }
 
@@ -185,10 +234,7 @@ fn print_rows(
     threads: usize,
 ) -> anyhow::Result<u8> {
     if json {
-        // A row has string keys only: serializing it cannot fail.
-        output::json_array(rows, threads, |r, out| {
-            let _ = serde_json::to_writer(out, r);
-        });
+        output::json_array(rows, threads, Row::write_json);
         return Ok(crate::exit::OK);
     }
     if rows.is_empty() {
@@ -207,11 +253,11 @@ fn print_rows(
             format!("{} ({})", r.status, r.stop_reason)
         };
         t.add_row(vec![
-            if by_run { &r.run_id } else { &r.alias }.clone(),
+            if by_run { r.run_id } else { r.alias }.to_string(),
             status,
             iter,
             output::score(r.last_score),
-            r.updated_at.clone().unwrap_or_default(),
+            r.updated_at.map(|t| t.to_string()).unwrap_or_default(),
         ]);
     }
     output::print(&format!("{t}\n"));
@@ -222,4 +268,28 @@ fn print_rows(
         ));
     }
     Ok(crate::exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_is_written_as_serde_json_writes_it() {
+        let mut s = RunState::new("r\"1\n-20260218-120000");
+        s.stop.reason = "user_stop - \u{7f}tired\t".into();
+        s.last_score = 0.1 + 0.2;
+        s.updated_at = Ts::parse_rfc3339("2026-02-18T12:00:41.905Z");
+        s.max_iterations = Some(9);
+        let path = Path::new("/tmp/a b/h\u{e9}.jsonl");
+        for error in [None, Some("no such file")] {
+            let row = Row::of("al\\ias", &s, 3, path, error);
+            let mut out = Vec::new();
+            row.write_json(&mut out);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(&row).unwrap()
+            );
+        }
+    }
 }
