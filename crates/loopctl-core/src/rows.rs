@@ -9,7 +9,7 @@
 //!
 //! Whether an event repeats its run's last `seq` (and is then not applied) can depend on earlier
 //! chunks. A chunk decides it alone, and `Digest::apply` says when that may have been wrong
-//! (a `seq` not above the run's last before the chunk); the caller then replays instead.
+//! (the run's first `seq` in the chunk not above its last before it); the caller then replays instead.
 
 use std::borrow::Cow;
 
@@ -78,17 +78,26 @@ pub(crate) struct ChunkRun<'a> {
     fold: FoldRef<'a>,
     /// The highest `seq` so far: what an applied event leaves as the run's last `seq`.
     last: Option<u64>,
-    min_seq: Option<u64>,
+    /// The first `seq`: whether each later event repeats the run's last `seq` is decided
+    /// here exactly when this one is above the last before the chunk (every later one is
+    /// then compared with the same highest `seq` as in a whole replay).
+    first_seq: Option<u64>,
 }
 
 impl<'a> ChunkRun<'a> {
+    #[inline]
     pub fn push(&mut self, e: RowEvent<'a>) {
         if let Some(s) = e.seq {
-            self.min_seq = Some(self.min_seq.map_or(s, |m| m.min(s)));
-            if self.last == Some(s) {
-                return;
+            match self.last {
+                Some(l) if l == s => return,
+                Some(l) if l > s => {}
+                _ => {
+                    if self.last.is_none() {
+                        self.first_seq = Some(s);
+                    }
+                    self.last = Some(s);
+                }
             }
-            self.last = Some(self.last.map_or(s, |l| l.max(s)));
         }
         if reduced_whole(e.kind) {
             if self.fold.any {
@@ -146,7 +155,7 @@ impl<'a> ChunkRun<'a> {
             .collect();
         Digest {
             steps,
-            min_seq: self.min_seq,
+            first_seq: self.first_seq,
             uncertain,
         }
     }
@@ -167,7 +176,7 @@ enum Step {
 /// A run's events in one chunk, read.
 pub(crate) struct Digest {
     steps: Vec<Step>,
-    min_seq: Option<u64>,
+    first_seq: Option<u64>,
     uncertain: bool,
 }
 
@@ -176,7 +185,7 @@ impl Digest {
     /// run's last `seq` was `last`. False when that cannot be done exactly here (see the module
     /// notes); `state` is then of no use.
     pub fn apply(self, state: &mut RunState, last: Option<u64>) -> bool {
-        if self.uncertain || matches!((self.min_seq, last), (Some(m), Some(l)) if m <= l) {
+        if self.uncertain || matches!((self.first_seq, last), (Some(f), Some(l)) if f <= l) {
             return false;
         }
         for step in self.steps {

@@ -266,9 +266,9 @@ pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
             if let Some(a) = str_of(&p, "task_alias") {
                 s.task_alias = a;
             }
-            let config = p.get("config").cloned().unwrap_or(Value::Null);
+            let config = p.get("config").unwrap_or(&Value::Null);
             if let Some(m) =
-                u64_of(&p, &["max_iterations"]).or_else(|| u64_of(&config, &["max_iterations"]))
+                u64_of(&p, &["max_iterations"]).or_else(|| u64_of(config, &["max_iterations"]))
             {
                 s.max_iterations = Some(m);
             }
