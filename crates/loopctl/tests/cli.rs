@@ -286,6 +286,33 @@ fn list_of_a_merged_log_has_a_row_per_run_agreeing_with_replay() {
     assert!(table.contains("beta-docs-20260304-080500"));
     let note = String::from_utf8(out.stderr).unwrap();
     assert!(note.contains("1 damaged line"), "{note}");
+
+    // Under --strict the rows are printed and the findings give exit 1; a clean log gives 0.
+    let out = loopctl()
+        .args(["--strict", "list", "--json"])
+        .arg(&log)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("2 finding(s)"))
+        .get_output()
+        .clone();
+    let strict_rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(strict_rows, rows);
+    loopctl()
+        .args(["--strict", "list"])
+        .arg(fixture("merged-runs/history.jsonl"))
+        .assert()
+        .code(0);
+    let root = tmp.path().join("root");
+    copy_dir(&fixture("torn-tail"), &root.join("torn"));
+    copy_dir(&fixture("native-clean"), &root.join("clean"));
+    loopctl().args(["list"]).arg(&root).assert().code(0);
+    loopctl()
+        .args(["--strict", "list"])
+        .arg(&root)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("1 run(s) with findings"));
 }
 
 #[test]

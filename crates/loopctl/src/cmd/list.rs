@@ -11,6 +11,7 @@ use loopctl_store::snapshot::folder_run;
 use serde::Serialize;
 
 use super::Ctx;
+use crate::exit;
 use crate::output;
 
 /// List the runs under a root with their state rebuilt from each log (run.json is not trusted).
@@ -18,6 +19,9 @@ use crate::output;
 /// ROOT may also be one log holding many runs (a merged stream, `.jsonl`/`.ndjson`): then each
 /// run in it is a row. The log is read in chunks on all threads and only what a row shows is
 /// rebuilt (the same values a full `replay` gives).
+///
+/// Exit codes: 0 listed; 1 under --strict when a log has findings (damaged lines, seq
+/// problems) or cannot be read; 2 error (no such root, unreadable file).
 #[derive(ClapArgs)]
 pub struct Args {
     /// Root folder to scan (default: the root), or a log file holding several runs.
@@ -165,7 +169,15 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
             "{damaged} damaged line(s) in {log}; `loopctl check {log}` says where"
         ));
     }
-    let code = print_rows(&rows, log, json, true, ctx.read.threads);
+    let mut code = print_rows(&rows, log, json, true, ctx.read.threads);
+    if ctx.strict && !outcome.findings.is_empty() && matches!(code, Ok(exit::OK)) {
+        let n = outcome.findings.len();
+        let log = log.display();
+        output::error(&format!(
+            "{n} finding(s) in {log} (--strict); `loopctl check {log}` lists them"
+        ));
+        code = Ok(exit::FINDINGS);
+    }
     // About to exit: the process frees them at once.
     super::free_at_exit(rows);
     super::free_at_exit(per_run);
@@ -221,7 +233,18 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             Row::of(&run.name, &p.state, p.findings, dir, p.error.as_deref())
         })
         .collect();
-    print_rows(&rows, &root, a.json, false, ctx.read.threads)
+    let code = print_rows(&rows, &root, a.json, false, ctx.read.threads)?;
+    let flawed = rows
+        .iter()
+        .filter(|r| r.findings > 0 || r.error.is_some())
+        .count();
+    if ctx.strict && flawed > 0 && code == exit::OK {
+        output::error(&format!(
+            "{flawed} run(s) with findings or an unreadable log (--strict)"
+        ));
+        return Ok(exit::FINDINGS);
+    }
+    Ok(code)
 }
 
 /// Prints the rows; `by_run` heads the table with run ids (the runs of one log, whose aliases
@@ -235,11 +258,11 @@ fn print_rows(
 ) -> anyhow::Result<u8> {
     if json {
         output::json_array(rows, threads, Row::write_json);
-        return Ok(crate::exit::OK);
+        return Ok(exit::OK);
     }
     if rows.is_empty() {
         output::print(&format!("no runs under {}\n", root.display()));
-        return Ok(crate::exit::OK);
+        return Ok(exit::OK);
     }
     let first = if by_run { "RUN" } else { "ALIAS" };
     let mut t = output::table(&[first, "STATUS", "ITERATION", "LAST SCORE", "UPDATED"]);
@@ -267,7 +290,7 @@ fn print_rows(
             "{damaged} run(s) have findings in their log; `loopctl check RUN` says which"
         ));
     }
-    Ok(crate::exit::OK)
+    Ok(exit::OK)
 }
 
 #[cfg(test)]
