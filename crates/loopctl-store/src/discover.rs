@@ -37,7 +37,8 @@ impl RunRef {
         }
     }
 
-    fn file(log: &Path) -> RunRef {
+    /// The run a log file names: its folder's when it is a run folder's `history.jsonl`.
+    pub fn file(log: &Path) -> RunRef {
         if log.file_name().is_some_and(|n| n == LOG_NAME)
             && let Some(dir) = log.parent().filter(|d| !d.as_os_str().is_empty())
         {

@@ -339,6 +339,43 @@ fn the_whole_corpus_goes_through_every_read_command() {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+        // `list FILE` rebuilds only what a row shows: it must agree with the full replay.
+        let rows: Vec<Value> = serde_json::from_slice(&stdout_of(&["list", "--json"], &log))
+            .unwrap_or_else(|e| panic!("list --json {}: {e}", log.display()));
+        // One run: its run.json, pretty; more: a line each.
+        let states: Vec<Value> =
+            serde_json::Deserializer::from_slice(&stdout_of(&["replay", "--json"], &log))
+                .into_iter()
+                .collect::<Result<_, _>>()
+                .unwrap();
+        assert_eq!(rows.len(), states.len(), "{}", log.display());
+        for (row, state) in rows.iter().zip(&states) {
+            let want = [
+                &state["run_id"],
+                &state["task_alias"],
+                &state["status"],
+                &state["stop"]["reason"],
+                &state["iteration"],
+                &state["max_iterations"],
+                &state["phase"],
+                &state["last_score"],
+                &state["updated_at"],
+                &state["events"],
+            ];
+            let got = [
+                &row["run_id"],
+                &row["alias"],
+                &row["status"],
+                &row["stop_reason"],
+                &row["iteration"],
+                &row["max_iterations"],
+                &row["phase"],
+                &row["last_score"],
+                &row["updated_at"],
+                &row["events"],
+            ];
+            assert_eq!(got, want, "{}", log.display());
+        }
     }
     loopctl()
         .arg("list")
@@ -346,4 +383,26 @@ fn the_whole_corpus_goes_through_every_read_command() {
         .assert()
         .success()
         .stdout(predicate::str::contains("acceptance-criteria-verification"));
+    // Each row of a root agrees with `replay` of its folder, fields salvaged from a damaged
+    // run.json included (a log without run_started has no max_iterations of its own).
+    let rows: Vec<Value> = serde_json::from_slice(&stdout_of(
+        &["list", "--json"],
+        &corpus.join("aif-loop/vedo-hub"),
+    ))
+    .unwrap();
+    assert_eq!(rows.len(), 4);
+    for row in &rows {
+        let dir = PathBuf::from(row["path"].as_str().unwrap());
+        let state: Value = serde_json::from_slice(&stdout_of(&["replay", "--json"], &dir)).unwrap();
+        for (r, s) in [
+            ("run_id", "run_id"),
+            ("status", "status"),
+            ("iteration", "iteration"),
+            ("max_iterations", "max_iterations"),
+            ("last_score", "last_score"),
+        ] {
+            assert_eq!(row[r], state[s], "{r} of {}", dir.display());
+        }
+        assert!(row["max_iterations"].is_u64(), "{}", dir.display());
+    }
 }

@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use loopctl_core::{JsonWriter, RunState, Ts};
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::{ReadOptions, replay_file, rows_file};
-use loopctl_store::snapshot::folder_run;
+use loopctl_store::snapshot::{folder_run, rebuild};
 use serde::Serialize;
 
 use super::Ctx;
@@ -69,11 +69,28 @@ fn probe(run: &RunRef, opts: &ReadOptions) -> Probe {
         }
         Err(e) => (None, 0, Some(e.to_string())),
     };
+    let mut state = state.unwrap_or_else(|| RunState::new(&run.name));
+    if state.max_iterations.is_none()
+        && let Some((id, max)) = salvaged_max(run, &opts)
+        && id == state.run_id
+    {
+        state.max_iterations = Some(max);
+    }
     Probe {
-        state: state.unwrap_or_else(|| RunState::new(&run.name)),
+        state,
         findings,
         error,
     }
+}
+
+/// The `max_iterations` a run's log does not supply (no `run_started`), salvaged from the
+/// run.json beside it as `replay` and `status` do: the run it is about, and the value.
+fn salvaged_max(run: &RunRef, opts: &ReadOptions) -> Option<(String, u64)> {
+    let run_json = run.run_json.as_deref().filter(|p| p.is_file())?;
+    let state = rebuild(&run.log, Some(run_json), opts, None, false)
+        .ok()?
+        .state?;
+    Some((state.run_id, state.max_iterations?))
 }
 
 impl<'a> Row<'a> {
@@ -146,7 +163,17 @@ impl<'a> Row<'a> {
 /// The rows of one log's runs, in run id order (each row's `findings` counts those naming
 /// it), with a note of the findings that name no run (damaged lines).
 fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
-    let outcome = rows_file(log, &ctx.read).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // A run folder's log names its run's events that carry no run id by the folder, as
+    // `replay` does.
+    let run = RunRef::file(log);
+    let opts = ctx.opts_for(&run);
+    let mut outcome = rows_file(log, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if outcome.runs.iter().any(|s| s.max_iterations.is_none())
+        && let Some((id, max)) = salvaged_max(&run, &opts)
+        && let Some(s) = outcome.runs.iter_mut().find(|s| s.run_id == id)
+    {
+        s.max_iterations.get_or_insert(max);
+    }
     let mut per_run: HashMap<&str, usize> = HashMap::new();
     let mut damaged = 0;
     for f in &outcome.findings {
