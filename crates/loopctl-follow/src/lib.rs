@@ -48,7 +48,16 @@ struct Source {
     /// Line numbers are unknown after starting mid-file.
     numbered: bool,
     gone: bool,
+    /// The last bytes read (up to `TAIL_MARK`) and the modification time at the last look: a
+    /// file rewritten in place to the same or a larger size (truncated, then written again
+    /// between two looks) no longer has them before `offset`. Checked when the time moves
+    /// (file times are coarse: a same-size rewrite within one clock tick goes unseen).
+    mark: Vec<u8>,
+    modified: Option<std::time::SystemTime>,
 }
+
+/// Bytes kept to tell a file rewritten in place from one appended to.
+const TAIL_MARK: usize = 64;
 
 pub struct Follower {
     sources: Vec<Source>,
@@ -109,6 +118,8 @@ impl Follower {
             partial: Vec::new(),
             numbered: true,
             gone: false,
+            mark: Vec::new(),
+            modified: None,
         };
         if let Ok(f) = File::open(path)
             && let Ok(m) = f.metadata()
@@ -120,7 +131,11 @@ impl Follower {
                 Start::At(o) => o.min(m.len()),
             };
             s.numbered = s.offset == 0;
+            s.modified = m.modified().ok();
             s.file = Some(f);
+            if let Some(f) = s.file.as_mut() {
+                s.mark = mark_before(f, s.offset).unwrap_or_default();
+            }
         }
         if let Some(dir) = path.parent() {
             let dir = if dir.as_os_str().is_empty() {
@@ -191,10 +206,7 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
         }
         s.file = Some(f);
         s.id = id;
-        s.offset = 0;
-        s.line = 0;
-        s.numbered = true;
-        s.partial.clear();
+        s.restart();
     } else if meta.len() < s.offset {
         out(Item::Notice {
             source: i,
@@ -205,11 +217,21 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
                 meta.len()
             ),
         });
-        s.offset = 0;
-        s.line = 0;
-        s.numbered = true;
-        s.partial.clear();
+        s.restart();
+    } else if meta.modified().ok() != s.modified
+        && let Some(f) = s.file.as_mut()
+        && mark_before(f, s.offset).is_some_and(|m| m != s.mark)
+    {
+        out(Item::Notice {
+            source: i,
+            text: format!(
+                "{} was rewritten in place; following it from its start",
+                s.path.display()
+            ),
+        });
+        s.restart();
     }
+    s.modified = meta.modified().ok();
     let Some(f) = s.file.as_mut() else { return };
     if meta.len() == s.offset {
         return;
@@ -249,7 +271,31 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
             rest = &rest[j + 1..];
         }
         s.partial.extend_from_slice(rest);
+        let keep = TAIL_MARK.saturating_sub(n).min(s.mark.len());
+        s.mark.drain(..s.mark.len() - keep);
+        s.mark
+            .extend_from_slice(&buf[n.saturating_sub(TAIL_MARK)..n]);
     }
+}
+
+impl Source {
+    /// Follows the file again from its start.
+    fn restart(&mut self) {
+        self.offset = 0;
+        self.line = 0;
+        self.numbered = true;
+        self.partial.clear();
+        self.mark.clear();
+    }
+}
+
+/// The (up to) `TAIL_MARK` bytes before `offset`; `None` if they cannot be read.
+fn mark_before(f: &mut File, offset: u64) -> Option<Vec<u8>> {
+    let start = offset.saturating_sub(TAIL_MARK as u64);
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut mark = vec![0u8; (offset - start) as usize];
+    f.read_exact(&mut mark).ok()?;
+    Some(mark)
 }
 
 /// Byte offset where the last `n` lines accepted by `keep` begin, reading backwards from the end
@@ -356,6 +402,19 @@ mod tests {
         assert_eq!(lines(&mut f), ["a", "b"]);
         std::fs::write(&p, "c\n").unwrap(); // truncate + rewrite, same inode
         assert_eq!(lines(&mut f), ["! truncated", "c"]);
+        // Rewritten in place to the same size between two looks: no shrink to see, but its
+        // modification time moves (after a clock tick: file times are coarse).
+        std::thread::sleep(Duration::from_millis(30));
+        std::fs::write(&p, "x\n").unwrap();
+        assert_eq!(lines(&mut f), ["! rewritten", "x"]);
+        // Appends are not rewrites.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(b"y\n")
+            .unwrap();
+        assert_eq!(lines(&mut f), ["y"]);
         let q = dir.path().join("new");
         std::fs::write(&q, "d\ne\n").unwrap();
         std::fs::rename(&q, &p).unwrap();
