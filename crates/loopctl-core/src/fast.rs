@@ -861,38 +861,31 @@ fn aif_shape<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a>) -> Option
     Some(())
 }
 
-/// What counting needs of an event (`Replay::without_states`, `tally`).
+/// An aif-loop shaped line as the tally reads it: what counting needs (run, `seq`, name and
+/// kind), the rest of the envelope, and the payload facts a row reads.
 pub(crate) struct Brief<'a> {
     pub run_id: &'a str,
     pub seq: u64,
     pub name: &'a str,
-    /// The rest of the envelope, for `aif_row_brief`'s callers.
+    pub kind: Kind,
     pub ts: &'a str,
     pub iteration: u64,
     pub phase: &'a str,
+    pub facts: RowFacts,
+}
+
+/// The payload facts a row reads (`Facts::score`, `Facts::new_iteration`).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct RowFacts {
+    pub score: Option<f64>,
+    pub new_iteration: Option<u64>,
 }
 
 /// The `Brief` of an aif-loop shaped line, its payload validated: exactly the dialect (aif-loop),
-/// run, `seq` and name `parse_into` gives the line, with no event built. `None` for any other
-/// line (the caller then takes `parse_into`).
-pub(crate) fn aif_brief(line: &str) -> Option<Brief<'_>> {
-    let mut p = P {
-        s: line,
-        b: line.as_bytes(),
-        i: 0,
-    };
-    let head = aif_head(&mut p)?;
-    p.skip(0)?;
-    aif_tail(&mut p)?;
-    Some(head.brief())
-}
-
-/// `aif_brief` that also reads the payload's `RowFacts` when `want` says so of the event's
-/// kind: what `parse_into::<true>` reads of them.
-pub(crate) fn aif_row_brief<'a>(
-    line: &'a str,
-    want: impl Fn(Kind) -> bool,
-) -> Option<(Brief<'a>, Kind, RowFacts)> {
+/// run, `seq`, name and envelope `parse_into` gives the line, with no event built, and the
+/// payload's `RowFacts` when `want` says so of its kind (else none). `None` for any other line
+/// (the caller then takes `parse_into`).
+pub(crate) fn aif_brief(line: &str, want: impl Fn(Kind) -> bool) -> Option<Brief<'_>> {
     let mut p = P {
         s: line,
         b: line.as_bytes(),
@@ -912,28 +905,16 @@ pub(crate) fn aif_row_brief<'a>(
         p.skip(0)?;
     }
     aif_tail(&mut p)?;
-    Some((head.brief(), kind, facts))
-}
-
-/// The payload facts a row reads (`Facts::score`, `Facts::new_iteration`).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct RowFacts {
-    pub score: Option<f64>,
-    pub new_iteration: Option<u64>,
-}
-
-impl<'a> AifHead<'a> {
-    #[inline(always)]
-    fn brief(&self) -> Brief<'a> {
-        Brief {
-            run_id: self.run_id,
-            seq: self.seq,
-            name: self.name,
-            ts: self.ts,
-            iteration: self.iteration,
-            phase: self.phase,
-        }
-    }
+    Some(Brief {
+        run_id: head.run_id,
+        seq: head.seq,
+        name: head.name,
+        kind,
+        ts: head.ts,
+        iteration: head.iteration,
+        phase: head.phase,
+        facts,
+    })
 }
 
 /// `parse_line` for the lines it can read in one pass; `None` sends the line to the reference.

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 
 use crate::event::{Dialect, Event, Kind};
-use crate::fast::{RowFacts, aif_brief, aif_row_brief};
+use crate::fast::aif_brief;
 use crate::lines::{LineText, Pos, decode, decode_str};
 use crate::replay::{
     Counters, Finding, FindingKind, Outcome, damage_kind, oversize_reason, read_event, seq_step,
@@ -115,29 +115,20 @@ impl ChunkTally {
                     return;
                 }
             };
-            let brief = if rows {
-                aif_row_brief(text, fold_facts)
-            } else {
-                aif_brief(text).map(|b| (b, Kind::Other, RowFacts::default()))
-            };
+            let brief = aif_brief(text, |kind| rows && fold_facts(kind));
             let (key, seq, row) = match brief {
-                Some((b, kind, facts)) => {
-                    let kind = if rows { kind } else { Kind::from_name(b.name) };
-                    t.counters.count(Dialect::AifLoop, kind, b.name);
-                    let row = if !rows {
-                        None
-                    } else {
-                        Some(RowEvent {
-                            kind,
-                            seq: Some(b.seq),
-                            ts: Some(TsRef::Text(b.ts)),
-                            iteration: Some(b.iteration),
-                            phase: Some(Cow::Borrowed(b.phase)),
-                            score: facts.score,
-                            new_iteration: facts.new_iteration,
-                            text,
-                        })
-                    };
+                Some(b) => {
+                    t.counters.count(Dialect::AifLoop, b.kind, b.name);
+                    let row = rows.then_some(RowEvent {
+                        kind: b.kind,
+                        seq: Some(b.seq),
+                        ts: Some(TsRef::Text(b.ts)),
+                        iteration: Some(b.iteration),
+                        phase: Some(Cow::Borrowed(b.phase)),
+                        score: b.facts.score,
+                        new_iteration: b.facts.new_iteration,
+                        text,
+                    });
                     (Cow::Borrowed(b.run_id), Some(b.seq), row)
                 }
                 None => {
