@@ -630,8 +630,24 @@ pub fn rows_file(path: &Path, opts: &ReadOptions) -> Result<Rows> {
 
 /// `rows_file` in chunks of about `chunk` bytes.
 fn rows_in_chunks(path: &Path, opts: &ReadOptions, chunk: u64) -> Result<Rows> {
-    let size = std::fs::metadata(path).map_err(io_err(path))?.len();
-    if let Some(chunks) = plan_chunks(path, 0, size, opts.max_line, chunk)? {
+    let mut file = File::open(path).map_err(io_err(path))?;
+    let size = file.metadata().map_err(io_err(path))?.len();
+    if size <= chunk {
+        // One chunk (a run folder's log, say): read here, no threads. `list ROOT` reads
+        // thousands of these.
+        let mut bytes = Vec::with_capacity(size as usize + 1);
+        file.read_to_end(&mut bytes).map_err(io_err(path))?;
+        let mut tally = Tally::with_rows(0);
+        tally.push(ChunkTally::read_rows(
+            &bytes,
+            0,
+            &opts.default_run,
+            opts.max_line,
+        ));
+        if let Some(rows) = tally.finish_rows() {
+            return Ok(rows);
+        }
+    } else if let Some(chunks) = plan_chunks(path, 0, size, opts.max_line, chunk)? {
         let threads = opts.threads.clamp(1, chunks.len());
         if let Some(o) = tally_chunks(path, &chunks, 0, opts, threads, true)?.finish_rows() {
             return Ok(o);

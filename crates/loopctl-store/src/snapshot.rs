@@ -239,13 +239,21 @@ pub fn replay_run(run: &RunRef, max_line: usize) -> Result<(Outcome, Option<RunS
 /// The run a folder's log is about: its only run; else the one whose alias or id is the
 /// folder's name; else the most recently updated.
 pub fn folder_run<'o>(outcome: &'o Outcome, name: &str) -> Option<&'o RunState> {
-    let runs = &outcome.runs;
-    if runs.len() == 1 {
-        return runs.values().next();
+    pick_folder_run(outcome.runs.values(), name)
+}
+
+/// `folder_run` among `runs`, given in run id order.
+pub fn pick_folder_run<'o, I>(runs: I, name: &str) -> Option<&'o RunState>
+where
+    I: Iterator<Item = &'o RunState> + Clone,
+{
+    let mut two = runs.clone();
+    if let (Some(only), None) = (two.next(), two.next()) {
+        return Some(only);
     }
-    runs.values()
+    runs.clone()
         .find(|s| s.task_alias == name || s.run_id == name)
-        .or_else(|| runs.values().max_by_key(|s| (s.updated_at, s.events)))
+        .or_else(|| runs.max_by_key(|s| (s.updated_at, s.events)))
 }
 
 /// Fields a user reads off `run.json` that the prior file gets wrong.

@@ -6,8 +6,8 @@ use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 use loopctl_core::{JsonWriter, RunState, Ts};
 use loopctl_store::discover::{self, RunRef};
-use loopctl_store::read::{ReadOptions, replay_file, rows_file};
-use loopctl_store::snapshot::{folder_run, rebuild};
+use loopctl_store::read::{ReadOptions, rows_file};
+use loopctl_store::snapshot::{pick_folder_run, rebuild};
 use serde::Serialize;
 
 use super::Ctx;
@@ -61,10 +61,11 @@ fn probe(run: &RunRef, opts: &ReadOptions) -> Probe {
         threads: 1,
         ..opts.clone()
     };
-    let (state, findings, error) = match replay_file(&run.log, &opts, None) {
+    // Only what a row shows is rebuilt (as for `list FILE`).
+    let (state, findings, error) = match rows_file(&run.log, &opts) {
         Ok(o) => {
             let n = o.findings.len();
-            let s = folder_run(&o, &run.name).cloned();
+            let s = pick_folder_run(o.runs.iter().map(|s| &**s), &run.name).cloned();
             (s, n, None)
         }
         Err(e) => (None, 0, Some(e.to_string())),
