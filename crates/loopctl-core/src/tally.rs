@@ -279,6 +279,12 @@ impl Tally {
         }
     }
 
+    /// Whether the rows are still exact (`with_rows`, and no chunk so far that could not be
+    /// applied exactly): else `finish_rows` gives `None`.
+    pub fn has_rows(&self) -> bool {
+        self.rows.is_some()
+    }
+
     /// `new`, for chunks read with `ChunkTally::read_rows`: `finish_rows` gives the rows.
     pub fn with_rows(lines_before: u64) -> Tally {
         Tally {

@@ -682,6 +682,8 @@ fn tally_chunks(
         next_read: usize,
         failed: Option<StoreError>,
         panic: Option<Box<dyn std::any::Any + Send>>,
+        /// The rows cannot be had from the chunks: reading on is of no use.
+        rows_lost: bool,
     }
     let file = File::open(path).map_err(io_err(path))?;
     let pool = Arc::new(Pool::default());
@@ -697,12 +699,14 @@ fn tally_chunks(
         next_read: 0,
         failed: None,
         panic: None,
+        rows_lost: false,
     });
     let wake = Condvar::new();
     let worker = || {
         let mut m = lock(merge.lock());
         loop {
-            if m.failed.is_some() || m.panic.is_some() || m.next_read >= chunks.len() {
+            if m.failed.is_some() || m.panic.is_some() || m.rows_lost || m.next_read >= chunks.len()
+            {
                 break;
             }
             if m.next_read >= m.next_merge + WINDOW {
@@ -736,10 +740,14 @@ fn tally_chunks(
                             drop(m);
                             let pushed =
                                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                    lock(tally.lock()).push(t)
+                                    let mut tally = lock(tally.lock());
+                                    tally.push(t);
+                                    rows && !tally.has_rows()
                                 }));
                             m = lock(merge.lock());
                             m.next_merge += 1;
+                            // The caller replays instead: stop here.
+                            m.rows_lost |= matches!(pushed, Ok(true));
                             wake.notify_all();
                             if let Err(p) = pushed {
                                 m.panic = Some(p);
