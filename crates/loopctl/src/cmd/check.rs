@@ -14,6 +14,8 @@ use crate::{exit, output};
 pub struct Args {
     #[command(flatten)]
     target: super::RunArg,
+    /// Print the report as one JSON object: counts by dialect and type, every finding (line,
+    /// byte offset, kind, reason) and whether run.json agrees with the log.
     #[arg(long)]
     json: bool,
 }

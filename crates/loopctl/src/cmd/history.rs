@@ -14,6 +14,7 @@ pub struct Args {
     /// Only events of this run (for logs holding several).
     #[arg(long, value_name = "RUN_ID")]
     run_id: Option<String>,
+    /// Print the events as NDJSON in loopctl's native format, one per line.
     #[arg(long, conflicts_with = "raw")]
     json: bool,
     #[arg(long)]

@@ -14,7 +14,10 @@ use super::Ctx;
 use crate::exit;
 use crate::output;
 
-/// List the runs under a root with their state rebuilt from each log (run.json is not trusted).
+/// List the runs under a root, each rebuilt from its log.
+///
+/// run.json is not trusted: only a field a log cannot supply (the max_iterations of a run
+/// without run_started) is salvaged from it, as replay does.
 ///
 /// ROOT may also be one log holding many runs (a merged stream, `.jsonl`/`.ndjson`): then each
 /// run in it is a row. The log is read in chunks on all threads and only what a row shows is
@@ -26,6 +29,9 @@ use crate::output;
 pub struct Args {
     /// Root folder to scan (default: the root), or a log file holding several runs.
     root: Option<PathBuf>,
+    /// Print the rows as one JSON array, an object per run (alias, run_id, status,
+    /// stop_reason, iteration, max_iterations, phase, last_score, updated_at, events,
+    /// findings, path).
     #[arg(long)]
     json: bool,
 }

@@ -21,6 +21,8 @@ pub struct Args {
     /// Say what would be written without writing.
     #[arg(long)]
     dry_run: bool,
+    /// Print the report as one JSON object: findings, where each salvaged field came from,
+    /// how run.json differed, and where the damaged file was kept.
     #[arg(long)]
     json: bool,
 }

@@ -108,6 +108,8 @@ pub struct Args {
     runs: Vec<String>,
     #[command(flatten)]
     config: ConfigArgs,
+    /// Print the settings used and every run's verdicts, with their evidence, as one JSON
+    /// object.
     #[arg(long)]
     json: bool,
 }

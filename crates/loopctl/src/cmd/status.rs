@@ -11,6 +11,7 @@ use crate::output;
 pub struct Args {
     #[command(flatten)]
     target: super::RunArg,
+    /// Print the status as one JSON object.
     #[arg(long)]
     json: bool,
 }

@@ -22,6 +22,7 @@ pub struct Args {
     /// Seconds to wait for a live runner to let go of the run.
     #[arg(long, default_value_t = 30)]
     wait: u64,
+    /// Print what was done as one JSON object (run, result, message).
     #[arg(long)]
     json: bool,
 }
