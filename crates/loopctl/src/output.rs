@@ -71,25 +71,52 @@ pub fn json_lines<T: Sync>(items: &[T], threads: usize, write: impl Fn(&T, &mut 
     in_blocks(items, threads, write, b'\n', print_json);
 }
 
-/// The items as one compact JSON array on one line (what `json_line` prints of a slice),
-/// serialized as `json_lines` does.
+/// The items as one compact JSON array on one line (serde_json's text of the slice),
+/// `write` appending an item's JSON: serialized on up to `threads` threads, a contiguous part
+/// each (the text is held whole: for rows, not for whole states).
 pub fn json_array<T: Sync>(items: &[T], threads: usize, write: impl Fn(&T, &mut Vec<u8>) + Sync) {
-    print_json(&array_text(items, threads, write));
+    for part in array_parts(items, threads, write) {
+        print_json(&part);
+    }
 }
 
-fn array_text<T: Sync>(
+/// `json_array`'s text, in parts to print in order.
+fn array_parts<T: Sync>(
     items: &[T],
     threads: usize,
     write: impl Fn(&T, &mut Vec<u8>) + Sync,
-) -> Vec<u8> {
-    let mut all = vec![b'['];
-    in_blocks(items, threads, write, b',', |t| all.extend_from_slice(t));
-    match all.last_mut() {
-        Some(c @ b',') => *c = b']',
-        _ => all.push(b']'),
+) -> Vec<Vec<u8>> {
+    let per = items.len().div_ceil(threads.max(1)).max(1);
+    let write = &write;
+    let one = move |part: &[T]| {
+        let mut out = Vec::with_capacity(part.len() * 256);
+        for v in part {
+            out.push(b',');
+            write(v, &mut out);
+        }
+        out
+    };
+    let mut parts: Vec<Vec<u8>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = items
+            .chunks(per)
+            .skip(1)
+            .map(|part| sc.spawn(move || one(part)))
+            .collect();
+        let mut parts = vec![one(&items[..per.min(items.len())])];
+        parts.extend(
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("serializing a row panicked")),
+        );
+        parts
+    });
+    // Each item is preceded by a comma: the first one's becomes the opening bracket.
+    match parts[0].first_mut() {
+        Some(c) => *c = b'[',
+        None => parts[0].push(b'['),
     }
-    all.push(b'\n');
-    all
+    parts.push(b"]\n".to_vec());
+    parts
 }
 
 /// `json_lines` handing each block's text, in order, to `emit`, each item followed by `sep`.
@@ -195,9 +222,10 @@ mod tests {
                     want,
                     "{threads} threads, {n} items"
                 );
-                let array = array_text(&items, threads, |v, out| {
+                let array = array_parts(&items, threads, |v, out| {
                     serde_json::to_writer(out, v).unwrap()
-                });
+                })
+                .concat();
                 let mut want = serde_json::to_vec(&items).unwrap();
                 want.push(b'\n');
                 assert_eq!(array, want, "array: {threads} threads, {n} items");
