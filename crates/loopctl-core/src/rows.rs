@@ -9,7 +9,8 @@
 //!
 //! Whether an event repeats its run's last `seq` (and is then not applied) can depend on earlier
 //! chunks. A chunk decides it alone, and `Digest::apply` says when that may have been wrong
-//! (the run's first `seq` in the chunk not above its last before it); the caller then replays instead.
+//! (the run's first `seq` in the chunk not above its last before it): the caller then
+//! replays instead.
 
 use std::borrow::Cow;
 
