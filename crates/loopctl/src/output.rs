@@ -68,7 +68,7 @@ pub fn print(text: &str) {
 /// One compact JSON line per item, in order, `write` appending an item's JSON to a buffer:
 /// serialized on up to `threads` threads a block at a time, and printed in large writes.
 pub fn json_lines<T: Sync>(items: &[T], threads: usize, write: impl Fn(&T, &mut Vec<u8>) + Sync) {
-    in_blocks(items, threads, write, b'\n', print_json);
+    in_blocks(items, threads, write, print_json);
 }
 
 /// The items as one compact JSON array on one line (serde_json's text of the slice),
@@ -86,29 +86,13 @@ fn array_parts<T: Sync>(
     threads: usize,
     write: impl Fn(&T, &mut Vec<u8>) + Sync,
 ) -> Vec<Vec<u8>> {
-    let per = items.len().div_ceil(threads.max(1)).max(1);
-    let write = &write;
-    let one = move |part: &[T]| {
+    let mut parts = in_parts(items, threads, |part| {
         let mut out = Vec::with_capacity(part.len() * 256);
         for v in part {
             out.push(b',');
             write(v, &mut out);
         }
         out
-    };
-    let mut parts: Vec<Vec<u8>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = items
-            .chunks(per)
-            .skip(1)
-            .map(|part| sc.spawn(move || one(part)))
-            .collect();
-        let mut parts = vec![one(&items[..per.min(items.len())])];
-        parts.extend(
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("serializing a row panicked")),
-        );
-        parts
     });
     // Each item is preceded by a comma: the first one's becomes the opening bracket.
     match parts[0].first_mut() {
@@ -119,16 +103,39 @@ fn array_parts<T: Sync>(
     parts
 }
 
-/// `json_lines` handing each block's text, in order, to `emit`, each item followed by `sep`.
+/// `one` over `items` cut into up to `threads` contiguous parts, one thread each (the first
+/// part on this one): the results in order.
+fn in_parts<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    one: impl Fn(&[T]) -> R + Sync,
+) -> Vec<R> {
+    let per = items.len().div_ceil(threads.max(1)).max(1);
+    let one = &one;
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = items
+            .chunks(per)
+            .skip(1)
+            .map(|part| sc.spawn(move || one(part)))
+            .collect();
+        let mut out = vec![one(&items[..per.min(items.len())])];
+        out.extend(
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("serializing output panicked")),
+        );
+        out
+    })
+}
+
+/// `json_lines` handing each block's text, in order, to `emit`.
 fn in_blocks<T: Sync>(
     items: &[T],
     threads: usize,
     write: impl Fn(&T, &mut Vec<u8>) + Sync,
-    sep: u8,
     mut emit: impl FnMut(&[u8]),
 ) {
     const BLOCK: usize = 2048;
-    let threads = threads.max(1);
     let write = &write;
     // Bytes per item, learnt from the previous block: buffers sized right are not copied as
     // they grow.
@@ -139,26 +146,12 @@ fn in_blocks<T: Sync>(
         let mut out = Vec::with_capacity(part.len() * hint);
         for v in part {
             write(v, &mut out);
-            out.push(sep);
+            out.push(b'\n');
         }
         out
     };
     for block in items.chunks(BLOCK) {
-        let per = block.len().div_ceil(threads);
-        let texts: Vec<Vec<u8>> = std::thread::scope(|sc| {
-            let handles: Vec<_> = block
-                .chunks(per)
-                .skip(1)
-                .map(|part| sc.spawn(move || one(part)))
-                .collect();
-            let mut texts = vec![one(&block[..per.min(block.len())])];
-            texts.extend(
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("serializing a state panicked")),
-            );
-            texts
-        });
+        let texts = in_parts(block, threads, one);
         let bytes: usize = texts.iter().map(Vec::len).sum();
         per_item.store(
             (bytes / block.len().max(1)) * 9 / 8 + 16,
@@ -213,7 +206,6 @@ mod tests {
                     &items,
                     threads,
                     |v, out| out.extend_from_slice(v.to_string().as_bytes()),
-                    b'\n',
                     |t| got.extend_from_slice(t),
                 );
                 let want: String = items.iter().map(|v| format!("{v}\n")).collect();
