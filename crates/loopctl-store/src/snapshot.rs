@@ -99,6 +99,17 @@ fn stamp(log: &Path, s: &mut RunState) -> Result<()> {
     Ok(())
 }
 
+/// The fields of the run.json at `path` as `rebuild` reads them for salvage: all of them when
+/// it is valid JSON, else what a tolerant parse recovers. `None` when it cannot be read.
+pub fn prior_fields(path: &Path) -> Option<Map<String, Value>> {
+    let text = String::from_utf8_lossy(&std::fs::read(path).ok()?).into_owned();
+    Some(match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(m)) => m,
+        Ok(_) => Map::new(),
+        Err(_) => salvage_object(&text).fields,
+    })
+}
+
 /// Rebuilds the state of the run in `log`, using `run_json` as a snapshot when it agrees.
 /// With `use_snapshot` false the whole log is read (for full statistics). `pick` selects the run when the log holds several (else the one `run.json` names, else the
 /// one whose alias is `default_run`, else the most recently updated).

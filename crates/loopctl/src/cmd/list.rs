@@ -7,8 +7,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use loopctl_core::{JsonWriter, RunState, Ts};
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::{ReadOptions, rows_file};
-use loopctl_store::snapshot::{pick_folder_run, rebuild};
+use loopctl_store::snapshot::{pick_folder_run, prior_fields};
 use serde::Serialize;
+use serde_json::Value;
 
 use super::Ctx;
 use crate::exit;
@@ -77,12 +78,7 @@ fn probe(run: &RunRef, opts: &ReadOptions) -> Probe {
         Err(e) => (None, 0, Some(e.to_string())),
     };
     let mut state = state.unwrap_or_else(|| RunState::new(&run.name));
-    if state.max_iterations.is_none()
-        && let Some((id, max)) = salvaged_max(run, &opts)
-        && id == state.run_id
-    {
-        state.max_iterations = Some(max);
-    }
+    salvage_max(run, &mut [&mut state]);
     Probe {
         state,
         findings,
@@ -90,14 +86,27 @@ fn probe(run: &RunRef, opts: &ReadOptions) -> Probe {
     }
 }
 
-/// The `max_iterations` a run's log does not supply (no `run_started`), salvaged from the
-/// run.json beside it as `replay` and `status` do: the run it is about, and the value.
-fn salvaged_max(run: &RunRef, opts: &ReadOptions) -> Option<(String, u64)> {
-    let run_json = run.run_json.as_deref().filter(|p| p.is_file())?;
-    let state = rebuild(&run.log, Some(run_json), opts, None, false)
-        .ok()?
-        .state?;
-    Some((state.run_id, state.max_iterations?))
+/// Fills the `max_iterations` a log leaves unset (no `run_started`) from the run.json beside
+/// it, as `replay` and `status` do (`snapshot::rebuild`): for the run that file names, else
+/// for the folder's run. `states` are the log's runs in run id order.
+fn salvage_max(run: &RunRef, states: &mut [&mut RunState]) {
+    if states.iter().all(|s| s.max_iterations.is_some()) {
+        return;
+    }
+    let Some(fields) = run.run_json.as_deref().and_then(prior_fields) else {
+        return;
+    };
+    let Some(max) = fields.get("max_iterations").and_then(Value::as_u64) else {
+        return;
+    };
+    let target = match fields.get("run_id").and_then(Value::as_str) {
+        Some(id) => states.iter().position(|s| s.run_id == id),
+        None => pick_folder_run(states.iter().map(|s| &**s), &run.name)
+            .and_then(|p| states.iter().position(|s| std::ptr::eq(&**s, p))),
+    };
+    if let Some(i) = target {
+        states[i].max_iterations.get_or_insert(max);
+    }
 }
 
 impl<'a> Row<'a> {
@@ -175,12 +184,8 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
     let run = RunRef::file(log);
     let opts = ctx.opts_for(&run);
     let mut outcome = rows_file(log, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if outcome.runs.iter().any(|s| s.max_iterations.is_none())
-        && let Some((id, max)) = salvaged_max(&run, &opts)
-        && let Some(s) = outcome.runs.iter_mut().find(|s| s.run_id == id)
-    {
-        s.max_iterations.get_or_insert(max);
-    }
+    let mut states: Vec<&mut RunState> = outcome.runs.iter_mut().map(|s| &mut **s).collect();
+    salvage_max(&run, &mut states);
     let mut per_run: HashMap<&str, usize> = HashMap::new();
     let mut damaged = 0;
     for f in &outcome.findings {
