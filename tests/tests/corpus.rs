@@ -15,6 +15,10 @@ fn opts(name: &str) -> ReadOptions {
     }
 }
 
+#[cfg_attr(
+    no_shared,
+    ignore = "needs ../shared, absent at build time (tests/shared_cfg.rs)"
+)]
 #[test]
 fn every_corpus_log_is_read_without_losing_an_event() {
     let Some(shared) = shared("the real-world corpus") else {
@@ -105,6 +109,10 @@ fn oracle(history: &Path) -> Oracle {
     }
 }
 
+#[cfg_attr(
+    no_shared,
+    ignore = "needs ../shared, absent at build time (tests/shared_cfg.rs)"
+)]
 #[test]
 fn every_vedo_hub_run_recovers_into_a_run_json_that_agrees_with_its_history() {
     let Some(shared) = shared("recovery of the corpus runs") else {

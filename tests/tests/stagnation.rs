@@ -68,6 +68,10 @@ fn score_detector_agrees_with_the_reducer_on_every_fixture() {
     assert!(runs >= 20, "fixture runs checked: {runs}");
 }
 
+#[cfg_attr(
+    no_shared,
+    ignore = "needs ../shared, absent at build time (tests/shared_cfg.rs)"
+)]
 #[test]
 fn score_detector_agrees_with_the_reducer_on_the_corpus() {
     let Some(shared) = shared("stagnation over the real-world corpus") else {

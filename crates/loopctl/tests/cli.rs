@@ -315,6 +315,10 @@ fn list_of_a_merged_log_has_a_row_per_run_agreeing_with_replay() {
         .stderr(predicate::str::contains("1 run(s) with findings"));
 }
 
+#[cfg_attr(
+    no_shared,
+    ignore = "needs ../shared, absent at build time (tests/shared_cfg.rs)"
+)]
 #[test]
 fn the_whole_corpus_goes_through_every_read_command() {
     let Some(shared) = shared("CLI over the corpus") else {
