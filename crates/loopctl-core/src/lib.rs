@@ -1,30 +1,30 @@
-//! loopctl's pure core: the event model, the three dialect parsers, the reducer and replay.
+//! loopctl's pure core, laid out as the road an event takes:
+//! [`decode`] (bytes → events) → [`fold`] (events → projections) → [`rules`] (what a loop does
+//! next) and [`analysis`] (stagnation, postmortem) → [`render`] (run.json, Avenor events).
 //!
 //! Nothing here touches files, processes, the network, the clock or the environment: bytes go
 //! in, events and states come out. That is what makes replay deterministic and what the
 //! property tests and fuzzers exercise.
 
-pub mod avenor;
-pub mod criteria;
-pub mod escalation;
-pub mod event;
-mod fast;
-pub mod json;
-pub mod lines;
-pub mod loopfile;
-pub mod markers;
-pub mod plan;
-pub mod postmortem;
-pub mod replay;
-mod rows;
-pub mod salvage;
-pub mod stagnation;
-pub mod state;
-mod state_json;
-pub mod tally;
-pub mod trace;
-pub mod transition;
-pub mod ts;
+pub mod analysis;
+pub mod decode;
+pub mod fold;
+pub mod render;
+pub mod rules;
+
+// Transitional: the flat paths of the earlier layout, kept while branches written against it
+// are merged.
+pub use analysis::{postmortem, stagnation};
+pub(crate) use decode::single_pass as fast;
+pub use decode::{event, json_scanner as json, lines, salvage, timestamp as ts};
+pub(crate) use fold::list_rows as rows;
+pub use fold::{counts as tally, replay, run_state as state, trace};
+pub use render::avenor_events as avenor;
+pub(crate) use render::run_json as state_json;
+pub use rules::{
+    criteria, escalation, loop_file as loopfile, markers, next_step as plan,
+    transitions as transition,
+};
 
 pub use event::{Dialect, Event, Facts, Kind, LineError, parse_line};
 pub use replay::{Finding, FindingKind, Outcome, Replay, Stats, replay_bytes};

@@ -508,18 +508,18 @@ mod tests {
 
     /// Every line of the fixtures: all three dialects, damage, seq problems.
     const FIXTURES: &[&[u8]] = &[
-        include_bytes!("../../../fixtures/aif-drift/history.jsonl"),
-        include_bytes!("../../../fixtures/aif-loop-clean/history.jsonl"),
-        include_bytes!("../../../fixtures/avenor-abort/history.jsonl"),
-        include_bytes!("../../../fixtures/avenor-loop/history.jsonl"),
-        include_bytes!("../../../fixtures/avenor-session/history.jsonl"),
-        include_bytes!("../../../fixtures/bad-middle/history.jsonl"),
-        include_bytes!("../../../fixtures/failed-run/history.jsonl"),
-        include_bytes!("../../../fixtures/healthy-native/history.jsonl"),
-        include_bytes!("../../../fixtures/merged-runs/history.jsonl"),
-        include_bytes!("../../../fixtures/seq-problems/history.jsonl"),
-        include_bytes!("../../../fixtures/stagnating-native/history.jsonl"),
-        include_bytes!("../../../fixtures/unknown-events/history.jsonl"),
+        include_bytes!("../../../../fixtures/aif-drift/history.jsonl"),
+        include_bytes!("../../../../fixtures/aif-loop-clean/history.jsonl"),
+        include_bytes!("../../../../fixtures/avenor-abort/history.jsonl"),
+        include_bytes!("../../../../fixtures/avenor-loop/history.jsonl"),
+        include_bytes!("../../../../fixtures/avenor-session/history.jsonl"),
+        include_bytes!("../../../../fixtures/bad-middle/history.jsonl"),
+        include_bytes!("../../../../fixtures/failed-run/history.jsonl"),
+        include_bytes!("../../../../fixtures/healthy-native/history.jsonl"),
+        include_bytes!("../../../../fixtures/merged-runs/history.jsonl"),
+        include_bytes!("../../../../fixtures/seq-problems/history.jsonl"),
+        include_bytes!("../../../../fixtures/stagnating-native/history.jsonl"),
+        include_bytes!("../../../../fixtures/unknown-events/history.jsonl"),
     ];
 
     fn fixture_lines() -> Vec<&'static [u8]> {
