@@ -64,20 +64,13 @@ impl Runner {
             // Decided again on resume: the transition event is what marks it done.
             return Ok(());
         }
-        let passed = match &eval {
-            Some(e) => e.passed,
-            None => verdict.unwrap_or(clean),
-        } && abort.is_none();
-        let o = Observed {
-            blocked: abort.is_some(),
-            passed,
-            goal_met: passed
-                && match &eval {
-                    Some(e) => e.level == Some(Level::B),
-                    None => true,
-                },
-            tries: self.cursor.tries + u64::from(observed),
-        };
+        let o = observation(
+            eval.as_ref(),
+            verdict.unwrap_or(clean),
+            abort.is_some(),
+            self.cursor.tries + u64::from(observed),
+        );
+        let passed = o.passed;
         t["outcome"] = json!({"blocked": o.blocked, "passed": o.passed, "goal_met": o.goal_met, "tries": o.tries});
         let failure = (observed && !passed && !o.blocked).then(|| match &eval {
             Some(e) => criteria::feedback(e, self.cfg.feedback_max_length),
@@ -108,7 +101,9 @@ impl Runner {
             t["source"] = json!("marker");
             None
         } else if let Some((reason, detail)) =
-            self.stop_condition(observed, eval.as_ref(), &o, at_limit)
+            stop_condition(observed, eval.as_ref(), &o, at_limit, || {
+                self.stagnation_stop()
+            })
         {
             // 3. The seed's stop conditions.
             let stagnation = reason == criteria::StopReason::Stagnation;
@@ -118,7 +113,7 @@ impl Runner {
                 t["end"]["detail"] = json!(d);
             }
             None
-        } else if self.route_branches(&mut t, &spec, clean, observed, &fin) {
+        } else if route_branches(&self.cfg, &mut t, &spec, clean, observed, &fin) {
             // 4. The phase's branches.
             None
         } else {
@@ -138,11 +133,7 @@ impl Runner {
         }
         // Seed 002: failing at the iteration limit escalates, unless the run ends another
         // way (a `stop` rule, `ask a human`, which reported already, or stagnation).
-        let ends_otherwise = t
-            .pointer("/end/reason")
-            .and_then(Value::as_str)
-            .is_some_and(|r| r != "iteration_limit");
-        if observed && at_limit && !o.passed && !o.blocked && !ends_otherwise {
+        if observed && escalates_at_limit(&t, at_limit, &o) {
             self.escalate("iteration_limit", pos, failure.as_deref(), None)?;
         }
         if t.get("source").is_none() {
@@ -150,79 +141,6 @@ impl Runner {
         }
         self.emit(Kind::Transition, step, t)?;
         self.write_run_json()
-    }
-
-    /// The seed's stop conditions, in its order, with the evidence of a stagnation stop.
-    fn stop_condition(
-        &self,
-        observed: bool,
-        eval: Option<&Evaluation>,
-        o: &Observed,
-        at_limit: bool,
-    ) -> Option<(criteria::StopReason, Option<String>)> {
-        use criteria::StopReason::{IterationLimit, Stagnation};
-        if !observed {
-            return None;
-        }
-        // A passing evaluation is progress, whatever the score did.
-        let stag = (!o.passed).then(|| self.stagnation_stop()).flatten();
-        let reason = match eval {
-            Some(e) => match criteria::after_evaluation(
-                e,
-                Circumstances {
-                    at_limit,
-                    stagnating: stag.is_some(),
-                    ..Circumstances::default()
-                },
-            ) {
-                AfterEvaluation::Stop(r) => r,
-                _ => return None,
-            },
-            None if at_limit && !o.passed => IterationLimit,
-            None if stag.is_some() => Stagnation,
-            None => return None,
-        };
-        Some((reason, stag.filter(|_| reason == Stagnation)))
-    }
-
-    /// Routes on the phase's `transition`; false when it has none or nothing matched.
-    fn route_branches(
-        &self,
-        t: &mut Value,
-        spec: &Phase,
-        clean: bool,
-        observed: bool,
-        fin: &Value,
-    ) -> bool {
-        let Some(tr) = &spec.transition else {
-            return false;
-        };
-        let result = transition::result_string(
-            fin.get("result_marker").and_then(Value::as_str),
-            fin.get("result").and_then(Value::as_str),
-        );
-        t["result"] = json!(result);
-        let goto = |t: &mut Value, source: &str, to: &str| {
-            t["source"] = json!(source);
-            if to == END {
-                t["end"] = json!({"reason": "goto_end"});
-            } else {
-                t["goto"] = json!([to]);
-                t["route"] = json!([self.cfg.loop_index(to)]);
-            }
-        };
-        match transition::route(tr, !clean, result) {
-            Route::OnFailure(to) => goto(t, "on_failure", to),
-            Route::Branch(i, to) => {
-                t["branch"] = json!(i);
-                goto(t, "branch", to);
-            }
-            // An observed phase's failed verdict is for the `when` rules to judge.
-            Route::Fail if observed => return false,
-            Route::Fail => t["source"] = json!("on_failure"),
-            Route::None => return false,
-        }
-        true
     }
 
     /// Applies a `when` rule's actions to the transition being written.
@@ -240,29 +158,14 @@ impl Runner {
         t["source"] = json!("when");
         t["rule"] = json!(rule.text);
         t["condition"] = json!(rule.condition.name());
-        let threshold_met = eval.is_some_and(|e| e.passed && e.level == Some(Level::B));
-        let reason = match rule.condition {
-            Condition::Blocked => "blocked",
-            Condition::AfterTries(_) => "attempt_limit",
-            Condition::PassesGoalMet | Condition::Passes if threshold_met => "threshold_reached",
-            Condition::PassesGoalMet => "goal_met",
-            Condition::Passes => "passed",
-            Condition::Fails => "check_failed",
-        };
+        let reason = rule_reason(&rule.condition, eval);
         let mut goto = Vec::new();
         for a in &rule.actions {
             match a {
                 Action::Goto(name) => goto.push(name.clone()),
                 Action::Stop => t["end"] = json!({ "reason": reason }),
                 Action::StopAndWarn => {
-                    let last = failure
-                        .and_then(|f| f.lines().next())
-                        .map(|f| format!("; last failure: {f}"))
-                        .unwrap_or_default();
-                    let warning = format!(
-                        "stopped by {:?} after {} observation(s){last}",
-                        rule.text, o.tries
-                    );
+                    let warning = stop_warning(&rule.text, o.tries, failure);
                     t["end"] = json!({ "reason": reason, "warning": warning });
                 }
                 Action::AskHuman => {
@@ -476,5 +379,132 @@ impl Runner {
     }
 }
 
+/// The seed's stop conditions, in its order, with the evidence of a stagnation stop.
+fn stop_condition(
+    observed: bool,
+    eval: Option<&Evaluation>,
+    o: &Observed,
+    at_limit: bool,
+    stagnation: impl FnOnce() -> Option<String>,
+) -> Option<(criteria::StopReason, Option<String>)> {
+    use criteria::StopReason::{IterationLimit, Stagnation};
+    if !observed {
+        return None;
+    }
+    // A passing evaluation is progress, whatever the score did.
+    let stag = (!o.passed).then(stagnation).flatten();
+    let reason = match eval {
+        Some(e) => match criteria::after_evaluation(
+            e,
+            Circumstances {
+                at_limit,
+                stagnating: stag.is_some(),
+                ..Circumstances::default()
+            },
+        ) {
+            AfterEvaluation::Stop(r) => r,
+            _ => return None,
+        },
+        None if at_limit && !o.passed => IterationLimit,
+        None if stag.is_some() => Stagnation,
+        None => return None,
+    };
+    Some((reason, stag.filter(|_| reason == Stagnation)))
+}
+
+/// Routes on the phase's `transition`; false when it has none or nothing matched.
+fn route_branches(
+    cfg: &LoopFile,
+    t: &mut Value,
+    spec: &Phase,
+    clean: bool,
+    observed: bool,
+    fin: &Value,
+) -> bool {
+    let Some(tr) = &spec.transition else {
+        return false;
+    };
+    let result = transition::result_string(
+        fin.get("result_marker").and_then(Value::as_str),
+        fin.get("result").and_then(Value::as_str),
+    );
+    t["result"] = json!(result);
+    let goto = |t: &mut Value, source: &str, to: &str| {
+        t["source"] = json!(source);
+        if to == END {
+            t["end"] = json!({"reason": "goto_end"});
+        } else {
+            t["goto"] = json!([to]);
+            t["route"] = json!([cfg.loop_index(to)]);
+        }
+    };
+    match transition::route(tr, !clean, result) {
+        Route::OnFailure(to) => goto(t, "on_failure", to),
+        Route::Branch(i, to) => {
+            t["branch"] = json!(i);
+            goto(t, "branch", to);
+        }
+        // An observed phase's failed verdict is for the `when` rules to judge.
+        Route::Fail if observed => return false,
+        Route::Fail => t["source"] = json!("on_failure"),
+        Route::None => return false,
+    }
+    true
+}
+
+/// What an observation came to. `exit_verdict` is the phase's own verdict (its exit status,
+/// or a clean end); an evaluation, when one ran, overrides it; an abort marker blocks it.
+fn observation(
+    eval: Option<&Evaluation>,
+    exit_verdict: bool,
+    blocked: bool,
+    tries: u64,
+) -> Observed {
+    let passed = eval.map_or(exit_verdict, |e| e.passed) && !blocked;
+    Observed {
+        blocked,
+        passed,
+        // Without criteria, passing is the goal; with them, only a pass at level B is.
+        goal_met: passed && eval.is_none_or(|e| e.level == Some(Level::B)),
+        tries,
+    }
+}
+
+/// Failing at the iteration limit escalates, unless the run already ends another way (a
+/// `stop` rule, `ask a human`, which reported already, or stagnation).
+fn escalates_at_limit(t: &Value, at_limit: bool, o: &Observed) -> bool {
+    let ends_otherwise = t
+        .pointer("/end/reason")
+        .and_then(Value::as_str)
+        .is_some_and(|r| r != "iteration_limit");
+    at_limit && !o.passed && !o.blocked && !ends_otherwise
+}
+
+/// The stop reason a `when` rule's `stop` records, by the condition that matched.
+fn rule_reason(condition: &Condition, eval: Option<&Evaluation>) -> &'static str {
+    let threshold_met = eval.is_some_and(|e| e.passed && e.level == Some(Level::B));
+    match condition {
+        Condition::Blocked => "blocked",
+        Condition::AfterTries(_) => "attempt_limit",
+        Condition::PassesGoalMet | Condition::Passes if threshold_met => "threshold_reached",
+        Condition::PassesGoalMet => "goal_met",
+        Condition::Passes => "passed",
+        Condition::Fails => "check_failed",
+    }
+}
+
+/// The warning of a `stop and warn` rule: which rule, after how many observations, and the
+/// first line of the last failure.
+fn stop_warning(rule: &str, tries: u64, failure: Option<&str>) -> String {
+    let last = failure
+        .and_then(|f| f.lines().next())
+        .map(|f| format!("; last failure: {f}"))
+        .unwrap_or_default();
+    format!("stopped by {rule:?} after {tries} observation(s){last}")
+}
+
 /// The escalation report's file name in the run folder.
 pub const ESCALATION: &str = "escalation.md";
+
+#[cfg(test)]
+mod tests;
