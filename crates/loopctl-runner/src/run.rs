@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use loopctl_core::event::Kind;
 use loopctl_core::loopfile::{self, LoopFile, Phase, PhaseKind};
-use loopctl_core::markers::winner;
 use loopctl_core::plan::{self, Cursor, Ending, ExitReason, Pos, Sentinel, Shape, Step};
 use loopctl_core::state::{LogMark, fingerprint};
 use loopctl_core::trace::Trace;
@@ -23,11 +22,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::control::{Control, Interrupt};
+use crate::control::Control;
 use crate::phase::{self, Attempt, Program};
 use crate::template::{self, Vars};
+use snapshots::SnapshotWriter;
 
 mod decide;
+mod record;
+mod snapshots;
+#[cfg(test)]
+mod tests;
 pub use decide::ESCALATION;
 
 /// The stop reason of a phase the stall watchdog ended.
@@ -173,54 +177,6 @@ pub struct Finished {
     pub state: RunState,
 }
 
-/// Writes `run.json` off the loop's path: the latest state wins, each write atomic and
-/// fsynced. The log is already durable when a state is sent, so a lost write costs nothing a
-/// replay cannot rebuild.
-const SNAPSHOT_INTERVAL: Duration = Duration::from_millis(100);
-
-struct SnapshotWriter {
-    tx: Option<std::sync::mpsc::Sender<String>>,
-    handle: Option<std::thread::JoinHandle<Option<String>>>,
-}
-
-impl SnapshotWriter {
-    fn new(path: PathBuf) -> SnapshotWriter {
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        let handle = std::thread::spawn(move || {
-            let mut error = None;
-            while let Ok(mut text) = rx.recv() {
-                // Coalesce: a burst of short phases costs one write per interval.
-                let until = Instant::now() + SNAPSHOT_INTERVAL;
-                while let Ok(newer) =
-                    rx.recv_timeout(until.saturating_duration_since(Instant::now()))
-                {
-                    text = newer;
-                }
-                if let Err(e) = write_atomic(&path, &text) {
-                    error = Some(e.to_string());
-                }
-            }
-            error
-        });
-        SnapshotWriter {
-            tx: Some(tx),
-            handle: Some(handle),
-        }
-    }
-
-    fn send(&self, text: String) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(text);
-        }
-    }
-
-    /// Waits for the last write; returns the last error, if any write failed.
-    fn flush(&mut self) -> Option<String> {
-        self.tx.take();
-        self.handle.take().and_then(|h| h.join().ok().flatten())
-    }
-}
-
 pub struct Runner {
     root: PathBuf,
     dir: PathBuf,
@@ -237,6 +193,8 @@ pub struct Runner {
     sink: Option<Box<dyn Write + Send>>,
     control: Arc<Control>,
     observer: Box<dyn FnMut(&Event<'_>)>,
+    /// Where warnings go (a decision's warning, a failed run.json write): the caller's to print.
+    warn: Box<dyn FnMut(&str)>,
     git: bool,
     /// Record a work-tree fingerprint on phase events (for the no-change detector).
     track_tree: bool,
@@ -425,6 +383,7 @@ impl Runner {
             line: 0,
             control: Arc::new(Control::default()),
             observer: Box::new(|_| {}),
+            warn: Box::new(|_| {}),
             git,
             track_tree,
             last_failure: None,
@@ -468,22 +427,9 @@ impl Runner {
                     write_atomic(path, &text)?;
                 }
             }
-            let why = match state.status {
-                loopctl_core::Status::Failed => format!(
-                    "it failed ({}){}",
-                    state.stop.reason,
-                    state
-                        .last_error
-                        .as_deref()
-                        .map(|e| format!(": {e}"))
-                        .unwrap_or_default()
-                ),
-                s => format!("it is {} ({})", s.as_str(), state.stop.reason),
-            };
-            return Err(RunnerError::NotResumable(format!(
-                "run {} is over, so there is nothing to resume: {why}. Start a new run with `loopctl run`.",
-                state.run_id
-            )));
+        }
+        if let Some(why) = record::over(&state) {
+            return Err(RunnerError::NotResumable(why));
         }
         let mut cursor = Cursor::default();
         let mut trace = Trace::new();
@@ -499,17 +445,8 @@ impl Runner {
                 trace.apply(&ev);
             }
         })?;
-        let not_ours = || {
-            RunnerError::NotResumable(format!(
-                "run {} was not started by `loopctl run` (its log has no loop configuration), so loopctl cannot continue it",
-                state.run_id
-            ))
-        };
-        let started = started.ok_or_else(not_ours)?;
-        let cfg: LoopFile =
-            serde_json::from_value(started["config"].clone()).map_err(|_| not_ours())?;
-        let mut opts: RunOptions =
-            serde_json::from_value(started["options"].clone()).map_err(|_| not_ours())?;
+        let (cfg, mut opts) =
+            record::stored_config(&state.run_id, started).map_err(RunnerError::NotResumable)?;
         adjust(&mut opts);
         let shape = shape_of(&cfg, &opts);
         let next_seq = state.last_seq.unwrap_or(0) + 1;
@@ -530,6 +467,12 @@ impl Runner {
 
     pub fn observe(mut self, f: impl FnMut(&Event<'_>) + 'static) -> Runner {
         self.observer = Box::new(f);
+        self
+    }
+
+    /// Receives the run's warnings (a `stop and warn` rule's, a failed `run.json` write).
+    pub fn on_warning(mut self, f: impl FnMut(&str) + 'static) -> Runner {
+        self.warn = Box::new(f);
         self
     }
 
@@ -628,7 +571,7 @@ impl Runner {
         self.set_current(true);
         let ending = loop {
             if let Some(i) = self.control.interrupted() {
-                break self.interrupted_ending(i);
+                break record::interrupted_ending(i, &self.cursor, &self.shape);
             }
             match plan::next_step(&self.shape, &self.cursor) {
                 Step::Run { pos, attempt } => self.run_phase(pos, attempt)?,
@@ -644,8 +587,7 @@ impl Runner {
                     self.emit(
                         Kind::PhaseRetry,
                         Some((&name, pos.iteration)),
-                        json!({"kind": pos.kind.as_str(), "index": pos.index, "attempt": attempt - 1,
-                               "next_attempt": attempt, "retry": retry, "delay_ms": delay, "exit_code": exit_code}),
+                        record::retry(&pos, attempt, retry, delay, exit_code),
                     )?;
                     if self.control.sleep(Duration::from_millis(delay)) {
                         self.run_phase(pos, attempt)?;
@@ -656,21 +598,6 @@ impl Runner {
             }
         };
         self.finish(ending)
-    }
-
-    fn interrupted_ending(&self, i: Interrupt) -> Ending {
-        let last = self.cursor.last.as_ref();
-        Ending {
-            reason: match i {
-                Interrupt::Cancelled(_) => ExitReason::Cancelled,
-                Interrupt::Timeout => ExitReason::Timeout,
-            },
-            label: None,
-            exit_code: last.and_then(|l| l.1.exit_code),
-            stop_reason: last.map_or("cancelled".into(), |l| l.1.stop_reason.clone()),
-            iterations_completed: self.cursor.iterations_completed(&self.shape),
-            decided: None,
-        }
     }
 
     /// The stall watchdog's limit, when the loop stops on `stalled`.
@@ -750,7 +677,7 @@ impl Runner {
         let f = match result {
             Ok(f) => f,
             Err(e) => {
-                let code = (e.kind() == std::io::ErrorKind::NotFound).then_some(127);
+                let code = record::start_failure_code(&e);
                 return self.phase_failed_to_start(
                     &spec,
                     pos,
@@ -760,102 +687,28 @@ impl Runner {
                 );
             }
         };
-        let exit_code = f.exit_code.or(f.signal.map(|s| 128 + s)).map(i64::from);
-        let observed = pos.kind == PhaseKind::Loop && self.cfg.observes(pos.index);
-        let reported = f.score.is_some() || f.evaluation.is_some();
-        let decide = f.stalled
-            || (pos.kind == PhaseKind::Loop
-                && self.cfg.decides()
-                && (observed || reported || spec.transition.is_some()));
-        let stop_reason = match self.control.interrupted() {
-            Some(Interrupt::Cancelled(_)) => "cancelled",
-            Some(Interrupt::Timeout) => "timeout",
-            None if f.stalled => STALLED,
-            None if f.exit_code == Some(0) => "end_turn",
-            None if f.signal.is_some() => "signal",
-            None => "error",
+        let interrupt = self.control.interrupted();
+        let facts = record::PhaseFacts {
+            name: &spec.name,
+            pos,
+            attempt,
+            observed: pos.kind == PhaseKind::Loop && self.cfg.observes(pos.index),
+            loop_decides: self.cfg.decides(),
+            branches: spec.transition.is_some(),
+            stall_after: self.stall_after(),
+            commit: self
+                .git
+                .then(|| template::head(&self.opts.workdir))
+                .flatten(),
+            worktree: self
+                .track_tree
+                .then(|| template::worktree(&self.opts.workdir))
+                .flatten(),
         };
-        let mut fin = base;
-        let o = fin.as_object_mut().expect("object");
-        o.insert("exit_code".into(), json!(exit_code));
-        if let Some(s) = f.signal {
-            o.insert("signal".into(), json!(s));
-        }
-        o.insert("stop_reason".into(), json!(stop_reason));
-        o.insert("duration_ms".into(), json!(f.duration_ms));
-        if let Some(m) = winner(&f.markers) {
-            o.insert(
-                "marker".into(),
-                json!({"directive": m.directive, "label": m.label}),
-            );
-        }
-        if !f.markers.is_empty() {
-            o.insert("markers".into(), json!(f.markers));
-        }
-        o.insert("output_log".into(), json!(out_rel));
-        o.insert("output_sha256".into(), json!(f.stdout_sha256));
-        o.insert("stderr_log".into(), json!(err_rel));
-        o.insert("stderr_sha256".into(), json!(f.stderr_sha256));
-        if let Some(l) = &f.last_line {
-            o.insert("result".into(), json!(l));
-        }
-        if let Some(r) = &f.result {
-            o.insert("result_marker".into(), json!(r));
-        }
-        if let Some(x) = f.score {
-            o.insert("score".into(), json!(x));
-        }
-        if let Some(v) = f
-            .evaluation
-            .as_deref()
-            .and_then(|t| serde_json::from_str::<Value>(t).ok())
-        {
-            o.insert("evaluation".into(), v);
-        }
-        // An observed phase's exit status is its verdict, unless something else ended it.
-        if observed && matches!(stop_reason, "end_turn" | "error") && f.exit_code.is_some() {
-            o.insert(
-                "verdict".into(),
-                json!(if f.exit_code == Some(0) {
-                    "pass"
-                } else {
-                    "fail"
-                }),
-            );
-        }
-        if decide && matches!(stop_reason, "end_turn" | "error" | STALLED) {
-            o.insert("decide".into(), json!(true));
-        }
-        if self.git
-            && let Some(c) = template::head(&self.opts.workdir)
-        {
-            o.insert("commit".into(), json!(c));
-        }
-        if self.track_tree
-            && let Some(w) = template::worktree(&self.opts.workdir)
-        {
-            o.insert("worktree".into(), json!(w));
-        }
-        if stop_reason != "end_turn" {
-            let how = match (f.exit_code, f.signal) {
-                _ if f.stalled => format!(
-                    "wrote no output for {} (stagnation.stalled_after_ms) and was stopped",
-                    humantime::format_duration(self.stall_after().unwrap_or_default())
-                ),
-                (Some(c), _) => format!("exited with code {c}"),
-                (_, Some(s)) => format!("was killed by signal {s}"),
-                _ => "ended".into(),
-            };
-            let err = format!(
-                "phase {:?} (iteration {}, attempt {attempt}) {how}{}",
-                spec.name,
-                pos.iteration,
-                f.last_error_line
-                    .map(|l| format!(": {l}"))
-                    .unwrap_or_default()
-            );
-            o.insert("error".into(), json!(err));
-            self.last_failure = Some(err);
+        let (fin, failure) =
+            record::phase_finished(base, &f, interrupt, &facts, (&out_rel, &err_rel));
+        if failure.is_some() {
+            self.last_failure = failure;
         }
         self.emit(Kind::PhaseFinished, step, fin)?;
         self.write_run_json()
@@ -866,15 +719,11 @@ impl Runner {
         &mut self,
         spec: &Phase,
         pos: Pos,
-        mut fin: Value,
+        fin: Value,
         msg: String,
         code: Option<i64>,
     ) -> Result<()> {
-        let err = format!("phase {:?} (iteration {}): {msg}", spec.name, pos.iteration);
-        fin["stop_reason"] = json!("error");
-        fin["exit_code"] = json!(code);
-        fin["error"] = json!(err);
-        fin["duration_ms"] = json!(0);
+        let (fin, err) = record::never_ran(fin, &spec.name, pos.iteration, &msg, code);
         self.last_failure = Some(err);
         self.emit(Kind::PhaseFinished, Some((&spec.name, pos.iteration)), fin)?;
         self.write_run_json()
@@ -928,76 +777,31 @@ impl Runner {
             .cfg
             .agent_for(spec, self.opts.agent.as_deref())
             .ok_or("a prompt phase needs an agent (--agent, or \"agent\" in the loop file)")?;
-        let mut placed = false;
-        let out: Vec<String> = argv
-            .iter()
-            .map(|a| {
-                if a.contains("{prompt}") {
-                    placed = true;
-                    a.replace("{prompt}", &prompt)
-                } else {
-                    a.clone()
-                }
-            })
-            .collect();
-        // Without a `{prompt}` in the argv, the prompt goes in on stdin.
-        Ok((Program::Argv(out), (!placed).then_some(prompt)))
+        let (argv, stdin) = place_prompt(argv, prompt);
+        Ok((Program::Argv(argv), stdin))
     }
 
     fn finish(mut self, e: Ending) -> Result<Finished> {
-        let mut payload = json!({
-            "exit_reason": e.reason.as_str(),
-            "iterations_completed": e.iterations_completed,
-            "stop_reason": e.stop_reason,
-        });
-        if let Some(l) = &e.label {
-            payload["exit_label"] = json!(l);
+        let req = self.dir.join(STOP_REQUEST);
+        let stop_request = (e.reason == ExitReason::Cancelled)
+            .then(|| std::fs::read_to_string(&req).ok())
+            .flatten();
+        if stop_request.is_some() {
+            let _ = std::fs::remove_file(&req);
         }
-        if let Some(c) = e.exit_code {
-            payload["exit_code"] = json!(c);
-        }
-        if let Some(d) = &e.decided {
-            payload["reason"] = json!(d.reason);
-            if let Some(w) = &d.warning {
-                payload["warning"] = json!(w);
-                eprintln!("warning: {w}");
-            }
-            if let Some(x) = &d.detail {
-                payload["detail"] = json!(x);
-            }
-        }
-        match e.reason {
-            ExitReason::PhaseFailure => {
-                if let Some(err) = self.last_failure.clone().or_else(|| {
-                    self.cursor
-                        .last
-                        .as_ref()
-                        .map(|l| format!("phase ended with {}", l.1.stop_reason))
-                }) {
-                    payload["error"] = json!(err);
-                }
-            }
-            ExitReason::Timeout => {
-                payload["error"] = json!(format!(
-                    "timed out after {} ms (--timeout)",
-                    self.opts.timeout_ms.unwrap_or(0)
-                ))
-            }
-            ExitReason::Cancelled => {
-                let req = self.dir.join(STOP_REQUEST);
-                if let Ok(reason) = std::fs::read_to_string(&req) {
-                    let reason = reason.trim();
-                    if !reason.is_empty() {
-                        payload["detail"] = json!(reason);
-                    }
-                    let _ = std::fs::remove_file(&req);
-                }
-            }
-            _ => {}
+        let (payload, warning) = record::stopped(
+            &e,
+            self.last_failure.as_deref(),
+            &self.cursor,
+            self.opts.timeout_ms,
+            stop_request.as_deref(),
+        );
+        if let Some(w) = warning {
+            (self.warn)(&w);
         }
         self.emit(Kind::Stopped, None, payload)?;
         if let Some(e) = self.snapshots.flush() {
-            eprintln!("warning: an earlier run.json update failed: {e}");
+            (self.warn)(&format!("an earlier run.json update failed: {e}"));
         }
         write_atomic(&self.dir.join(RUN_JSON), &render(&self.state))?;
         let session = self.cursor.session.clone().unwrap_or_default();
@@ -1015,6 +819,24 @@ impl Runner {
             state: self.state.clone(),
         })
     }
+}
+
+/// The agent's argv with the prompt in place of every `{prompt}`; without one, the prompt
+/// goes in on stdin (returned second).
+fn place_prompt(argv: &[String], prompt: String) -> (Vec<String>, Option<String>) {
+    let mut placed = false;
+    let out = argv
+        .iter()
+        .map(|a| {
+            if a.contains("{prompt}") {
+                placed = true;
+                a.replace("{prompt}", &prompt)
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    (out, (!placed).then_some(prompt))
 }
 
 /// Opens a log for appending. When the lock's recorded holder is dead, the lock may still
