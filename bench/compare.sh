@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/compare.sh -- time loopctl against jq, DuckDB and polars on the reference jobs
-# (see /work/shared/bench/README.md and bench/README.md).
+# (see ../shared/bench/README.md beside the repository, and bench/README.md).
 #
 #   job A  count events by type     loopctl check FILE --json    | jq_a.jq | duck.py a | pol.py a
 #   job B  final state per run      loopctl list FILE --json     | jq_b.jq | duck.py b | pol.py b
@@ -16,8 +16,8 @@ usage() {
   cat <<'EOF'
 usage: bench/compare.sh [options]
 
-  --data DIR       data folder holding big.jsonl and dir10k/ (default /work/benchdata);
-                   whatever is missing is generated with $SHARED/gen.py
+  --data DIR       data folder holding big.jsonl and dir10k/ (default ../benchdata beside
+                   the repository); whatever is missing is generated with $SHARED/gen.py
   --runs N         timed repetitions per tool and job (default 5)
   --only JOBS      a, b or c (or several, e.g. "a,b"); default all three
   --skip-jq        leave jq out
@@ -34,7 +34,8 @@ usage: bench/compare.sh [options]
 
 environment:
   SHARED=DIR       folder with gen.py, jq_a.jq, jq_b.jq, duck.py, pol.py
-                   (default /work/shared/bench; a folder holding bench/ works too)
+                   (default ../shared/bench beside the repository; a folder holding bench/
+                   works too)
   LOOPCTL=PATH     loopctl binary to time (default target/release/loopctl, built with
                    `cargo build --release -p loopctl` if it is missing)
   PYTHON=PATH      python interpreter for duck.py / pol.py / gen.py (default python3)
@@ -45,7 +46,7 @@ CMDLINE="bench/compare.sh${*:+ $*}"
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 
-DATA=/work/benchdata
+DATA=$ROOT/../benchdata
 RUNS=5
 ONLY=abc
 SKIP_JQ=0
@@ -93,7 +94,7 @@ if [[ -n $JQ_SIZE ]]; then
   ((JQ_SIZE > 0)) || die "--jq-size must be positive"
 fi
 
-SHARED=${SHARED:-/work/shared/bench}
+SHARED=${SHARED:-$ROOT/../shared/bench}
 if [[ ! -f $SHARED/gen.py && -f $SHARED/bench/gen.py ]]; then SHARED=$SHARED/bench; fi
 for f in gen.py duck.py pol.py jq_a.jq jq_b.jq; do
   [[ -f $SHARED/$f ]] || die "SHARED=$SHARED has no $f"
