@@ -115,7 +115,7 @@ fn prompt_path(loop_file: Option<&Path>, rel: &str) -> PathBuf {
     }
 }
 
-/// Parses and validates a loop file (seed 003 rules, plus: prompt files exist, templates
+/// Parses and validates a loop file (Avenor's rules, plus: prompt files exist, templates
 /// parse, prompt phases have an agent). Errors name the file and the phase.
 pub fn prepare(
     loop_file: &Path,

@@ -102,7 +102,7 @@ fn no_fail_rule_failing_stops_with_no_major_issues() {
     assert_eq!(s.state()["status"], "completed");
 }
 
-/// The seed's rule: a score that gains less than 0.02 twice with no blockers stops the run.
+/// aif-loop's stagnation rule: a score that gains less than 0.02 twice with no blockers stops the run.
 #[test]
 fn a_score_that_never_improves_stops_with_stagnation_exit_3() {
     let s = Sandbox::new();
@@ -606,7 +606,7 @@ fn a_failing_observed_phase_cannot_pass_on_its_rules() {
     assert_eq!(s.state()["status"], "stopped");
 }
 
-/// The seed's stop conditions come before a `when` rule that only routes: a warn-only failure
+/// aif-loop's stop conditions come before a `when` rule that only routes: a warn-only failure
 /// is `no_major_issues` even with `it fails: reflect, then plan again`.
 #[test]
 fn stop_conditions_outrank_routing_rules_and_attempt_rules_outrank_branches() {
@@ -735,7 +735,7 @@ fn an_iteration_that_changes_nothing_in_git_stops_and_one_that_commits_does_not(
 }
 
 /// `stop_on: ["oscillation"]`: a score going up and down with no net progress stops the run,
-/// where the seed's score rule alone (reset by every rise) would not.
+/// where aif-loop's score rule alone (reset by every rise) would not.
 #[test]
 fn a_score_that_oscillates_stops_with_stagnation() {
     let s = Sandbox::new();

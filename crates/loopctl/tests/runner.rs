@@ -545,7 +545,7 @@ fn on_event_matches_avenors_lifecycle_events_field_by_field() {
         k.sort();
         k.into_iter().map(String::from).collect::<Vec<_>>()
     };
-    // Seed 003's examples, field for field; a phase's session id is added (the seed says loop
+    // Avenor's lifecycle examples, field for field; a phase's session id is added (Avenor says loop
     // phases' session ids appear in these events).
     let s = Sandbox::new();
     let (code, _) = s.run(

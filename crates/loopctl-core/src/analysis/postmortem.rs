@@ -123,7 +123,7 @@ pub struct Scores {
     pub best: Option<f64>,
 }
 
-/// aif-loop's distance-to-success block (seed 004, post-loop).
+/// aif-loop's distance-to-success block (its post-loop step).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Distance {
     /// The quality phase of the last evaluation.
@@ -1080,7 +1080,7 @@ mod tests {
     );
 
     #[test]
-    fn distance_to_success_follows_the_seed() {
+    fn distance_to_success_follows_aif_loop() {
         let r = report(SHORT);
         let d = r
             .distance_to_success

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::event::{Event, Kind};
 use crate::ts::Ts;
 
-/// The seed's stagnation rule: a score gain under this counts as no progress.
+/// aif-loop's stagnation rule: a score gain under this counts as no progress.
 pub const STAGNATION_MIN_DELTA: f64 = 0.02;
 
 #[derive(
@@ -426,7 +426,7 @@ mod tests {
     }
 
     #[test]
-    fn reasons_map_to_the_seed_statuses() {
+    fn reasons_map_to_aif_loop_statuses() {
         let c = |r: &str| classify_reason(r, None);
         assert_eq!(c("threshold_reached").1, Status::Completed);
         assert_eq!(c("no_major_issues").1, Status::Completed);

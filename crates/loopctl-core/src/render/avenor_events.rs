@@ -100,7 +100,7 @@ mod tests {
     use crate::parse_line;
 
     #[test]
-    fn abort_end_matches_the_seed_and_reads_back() {
+    fn abort_end_matches_avenor_and_reads_back() {
         let native = r#"{"v":1,"seq":9,"ts":"2024-05-06T12:53:20.000Z","run_id":"a3f9","event":"phase_finished","iteration":2,"step":"test","payload":{"kind":"loop","index":0,"stop_reason":"end_turn","marker":{"directive":"abort","label":"stuck"}}}"#;
         let ev = parse_line(native).unwrap();
         let line = lifecycle_line(&ev).unwrap();

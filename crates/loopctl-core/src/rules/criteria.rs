@@ -1,6 +1,6 @@
-//! Evaluation by rules (aif-loop's rule schema, seed 004): rules with a severity, a weight and
+//! Evaluation by rules (aif-loop's rule schema): rules with a severity, a weight and
 //! a quality level; a score over the active rules; the A → B switch; the stop conditions and
-//! the proceed / retry / escalate decision with synthesized feedback (seed 002).
+//! the proceed / retry / escalate decision with synthesized feedback (iteration control).
 
 use std::collections::BTreeMap;
 
@@ -550,7 +550,7 @@ impl StopReason {
         }
     }
 
-    /// The run status the seed gives each reason.
+    /// The run status aif-loop gives each reason.
     pub fn status(self) -> crate::state::Status {
         use crate::state::Status;
         match self {
@@ -581,7 +581,7 @@ pub struct Circumstances {
     pub over_budget: bool,
 }
 
-/// The seed's stop conditions in its order: threshold_reached, no_major_issues,
+/// aif-loop's stop conditions in its order: threshold_reached, no_major_issues,
 /// iteration_limit, user_stop, stagnation (then budget_exceeded). A phase-A pass is a switch,
 /// not a stop. `no_major_issues` needs rule verdicts: a bare score knows of no issues at all.
 pub fn after_evaluation(e: &Evaluation, c: Circumstances) -> AfterEvaluation {
@@ -608,7 +608,7 @@ pub fn after_evaluation(e: &Evaluation, c: Circumstances) -> AfterEvaluation {
     reason.map_or(AfterEvaluation::Continue, AfterEvaluation::Stop)
 }
 
-/// Seed 002's decision after each evaluation.
+/// Iteration control's decision after each evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "lowercase")]
 pub enum Decision {
@@ -617,7 +617,7 @@ pub enum Decision {
     Escalate { feedback: String },
 }
 
-/// Default cap on synthesized feedback (seed 002's `feedback_max_length`).
+/// Default cap on synthesized feedback (iteration control's `feedback_max_length`).
 pub const FEEDBACK_MAX: usize = 500;
 
 pub fn decide(e: &Evaluation, iteration: u64, max_iterations: u64, max_len: usize) -> Decision {
@@ -885,7 +885,7 @@ mod tests {
     }
 
     #[test]
-    fn stop_conditions_in_the_seeds_order() {
+    fn stop_conditions_in_aif_loops_order() {
         use AfterEvaluation::*;
         let all = Circumstances {
             at_limit: true,

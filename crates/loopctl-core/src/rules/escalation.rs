@@ -1,4 +1,4 @@
-//! Escalation reports (seed 002): when the loop cannot go on by itself, a summary of the
+//! Escalation reports (iteration control): when the loop cannot go on by itself, a summary of the
 //! attempts, the consolidated feedback, the repeated pattern if any, and the question for a
 //! human. Written as an `escalated` event and as Markdown in the run folder.
 

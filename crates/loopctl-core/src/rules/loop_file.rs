@@ -81,7 +81,7 @@ pub struct LoopFile {
     /// Stagnation detector settings, as written (see `stagnation::Config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stagnation: Option<Value>,
-    /// Cap on synthesized feedback (seed 002's `feedback_max_length`).
+    /// Cap on synthesized feedback (iteration control's `feedback_max_length`).
     #[serde(default = "feedback_max")]
     pub feedback_max_length: usize,
 }
@@ -230,7 +230,7 @@ pub fn agent_argv(v: &Value) -> Result<Vec<String>, String> {
     Ok(argv)
 }
 
-/// Parses and validates a loop file per Avenor's rules (seed 003, "Config validation").
+/// Parses and validates a loop file per Avenor's rules (its "Config validation").
 /// `initial` is the `--prompt` text, added as the `(initial)` pre phase after validation.
 pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Vec<ConfigError>> {
     let err = |at: &str, m: &str| ConfigError {

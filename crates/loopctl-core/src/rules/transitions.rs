@@ -1,5 +1,5 @@
-//! Where a loop goes after a phase: `when` transition rules (seed 000) and branch routing on a
-//! phase's result string (seed 001). Pure: the runner and after-the-fact commands share it.
+//! Where a loop goes after a phase: `when` transition rules and task-chain branch routing on a
+//! phase's result string. Pure: the runner and after-the-fact commands share it.
 
 use serde::{Deserialize, Serialize};
 
@@ -215,7 +215,7 @@ pub fn validate(
     errors
 }
 
-/// A branch operator of seed 001.
+/// A task-chain branch operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Operator {
@@ -376,7 +376,7 @@ mod tests {
     }
 
     #[test]
-    fn the_seed_lines_parse() {
+    fn the_documented_when_lines_parse() {
         let r = rules(&[
             "when it passes and the goal is met: stop",
             "when it fails: reflect on which layer broke, then plan again",

@@ -27,7 +27,7 @@ fn fresh(dir: &Path, stem: &str, ext: &str) -> String {
 
 impl Runner {
     /// The order: the stall watchdog; `blocked` (a `blocked:` rule, else the abort marker);
-    /// `after N tries` rules; the seed's stop conditions; the phase's branches; the other
+    /// `after N tries` rules; aif-loop's stop conditions; the phase's branches; the other
     /// `when` rules; else the loop goes on in order.
     pub(super) fn decide(&mut self, pos: Pos) -> Result<()> {
         let spec = self.phase(&pos).clone();
@@ -105,7 +105,7 @@ impl Runner {
                 self.stagnation_stop()
             })
         {
-            // 3. The seed's stop conditions.
+            // 3. aif-loop's stop conditions.
             let stagnation = reason == criteria::StopReason::Stagnation;
             t["source"] = json!(if stagnation { "stagnation" } else { "criteria" });
             t["end"] = json!({"reason": reason.as_str()});
@@ -131,7 +131,7 @@ impl Runner {
                 pos,
             )?;
         }
-        // Seed 002: failing at the iteration limit escalates, unless the run ends another
+        // Iteration control: failing at the iteration limit escalates, unless the run ends another
         // way (a `stop` rule, `ask a human`, which reported already, or stagnation).
         if observed && escalates_at_limit(&t, at_limit, &o) {
             self.escalate("iteration_limit", pos, failure.as_deref(), None)?;
@@ -185,7 +185,7 @@ impl Runner {
     }
 
     /// The evidence of a stagnation the loop stops on (`stagnation.stop_on`, default the
-    /// seed's score rule), if one triggered. No clock: `stalled` cannot fire inside the run.
+    /// aif-loop's score rule), if one triggered. No clock: `stalled` cannot fire inside the run.
     fn stagnation_stop(&self) -> Option<String> {
         let cfg = self.cfg.stagnation_config();
         let verdict = stagnation::assess(&self.trace, &cfg, None);
@@ -379,7 +379,7 @@ impl Runner {
     }
 }
 
-/// The seed's stop conditions, in its order, with the evidence of a stagnation stop.
+/// aif-loop's stop conditions, in its order, with the evidence of a stagnation stop.
 fn stop_condition(
     observed: bool,
     eval: Option<&Evaluation>,
