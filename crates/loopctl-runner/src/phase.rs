@@ -27,6 +27,9 @@ pub enum Program {
     Shell(String),
 }
 
+/// A sink for a phase's output as it streams (the CLI's terminal, with `--echo`).
+pub type Echo = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
 pub struct Attempt<'a> {
     pub program: Program,
     pub stdin: Option<String>,
@@ -34,8 +37,8 @@ pub struct Attempt<'a> {
     pub cwd: &'a Path,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
-    /// Also copy the phase's output to loopctl's stderr.
-    pub echo: bool,
+    /// Where to copy the phase's output as it streams, if anywhere.
+    pub echo: Option<Echo>,
     /// End the attempt when it writes nothing (stdout or stderr) for this long.
     pub stall_after: Option<Duration>,
 }
@@ -77,7 +80,7 @@ type Activity = Option<(Arc<AtomicU64>, Instant)>;
 fn capture(
     mut from: impl Read,
     to: &Path,
-    echo: bool,
+    echo: Option<Echo>,
     scan: bool,
     activity: Activity,
 ) -> std::io::Result<Captured> {
@@ -119,8 +122,8 @@ fn capture(
         }
         to.write_all(chunk)?;
         hash.update(chunk);
-        if echo {
-            let _ = std::io::stderr().write_all(chunk);
+        if let Some(echo) = &echo {
+            echo(chunk);
         }
         let mut rest = chunk;
         while let Some(i) = memchr::memchr(b'\n', rest) {
@@ -230,7 +233,7 @@ pub fn run(a: Attempt<'_>, control: &Control) -> std::io::Result<Finished> {
     let activity: Activity = a.stall_after.map(|_| (last_output.clone(), started));
     let (tx, rx) = mpsc::channel();
     let stdout = child.stdout.take().map(|s| {
-        let (tx, echo, act) = (tx.clone(), a.echo, activity.clone());
+        let (tx, echo, act) = (tx.clone(), a.echo.clone(), activity.clone());
         std::thread::spawn(move || {
             let r = capture(s, &out_file, echo, true, act);
             let _ = tx.send(());
@@ -238,7 +241,7 @@ pub fn run(a: Attempt<'_>, control: &Control) -> std::io::Result<Finished> {
         })
     });
     let stderr = child.stderr.take().map(|s| {
-        let (tx, echo, act) = (tx.clone(), a.echo, activity.clone());
+        let (tx, echo, act) = (tx.clone(), a.echo.clone(), activity.clone());
         std::thread::spawn(move || {
             let r = capture(s, &err_file, echo, false, act);
             let _ = tx.send(());

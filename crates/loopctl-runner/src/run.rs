@@ -78,7 +78,8 @@ pub struct RunOptions {
     pub sentinel_file: Option<PathBuf>,
     /// A file to append Avenor lifecycle events to, or `-` for stdout.
     pub on_event: Option<String>,
-    /// Copy phase output to stderr (not stored: a presentation choice of this invocation).
+    /// Copy phase output to the `Runner::on_output` sink (not stored: a presentation choice
+    /// of this invocation).
     #[serde(skip)]
     pub echo: bool,
 }
@@ -195,6 +196,8 @@ pub struct Runner {
     observer: Box<dyn FnMut(&Event<'_>)>,
     /// Where warnings go (a decision's warning, a failed run.json write): the caller's to print.
     warn: Box<dyn FnMut(&str)>,
+    /// Where phase output is copied with `echo`.
+    output: Option<phase::Echo>,
     git: bool,
     /// Record a work-tree fingerprint on phase events (for the no-change detector).
     track_tree: bool,
@@ -384,6 +387,7 @@ impl Runner {
             control: Arc::new(Control::default()),
             observer: Box::new(|_| {}),
             warn: Box::new(|_| {}),
+            output: None,
             git,
             track_tree,
             last_failure: None,
@@ -474,6 +478,16 @@ impl Runner {
     pub fn on_warning(mut self, f: impl FnMut(&str) + 'static) -> Runner {
         self.warn = Box::new(f);
         self
+    }
+
+    /// Receives phase and check output as it streams, when `RunOptions::echo` asks for it.
+    pub fn on_output(mut self, f: impl Fn(&[u8]) + Send + Sync + 'static) -> Runner {
+        self.output = Some(Arc::new(f));
+        self
+    }
+
+    fn echo(&self) -> Option<phase::Echo> {
+        self.output.clone().filter(|_| self.opts.echo)
     }
 
     pub fn run_id(&self) -> &str {
@@ -670,7 +684,7 @@ impl Runner {
             cwd: &wd,
             stdout: self.dir.join(&out_rel),
             stderr: self.dir.join(&err_rel),
-            echo: self.opts.echo,
+            echo: self.echo(),
             stall_after: self.stall_after(),
         };
         let result = phase::run(attempt_run, &self.control);

@@ -773,3 +773,23 @@ fn the_bundled_example_fixes_its_test_on_the_second_try() {
     );
     assert!(s.sentinel().starts_with("DONE\n"));
 }
+
+#[test]
+fn echo_copies_phase_and_check_output_to_stderr_only_when_asked() {
+    let cfg = json!({"loop": [{"name": "say", "run": "echo out-$LOOPCTL_ITERATION; echo err-line >&2"}],
+                     "criteria": {"rules": [{"id": "c", "check": "echo check-said"}]},
+                     "max_iterations": 1});
+    let s = Sandbox::new();
+    let (code, err) = s.run(cfg.clone(), &["--echo"]);
+    assert_eq!(code, 0, "{err}");
+    for line in ["out-1\n", "err-line\n", "check-said\n"] {
+        assert!(err.contains(line), "{line:?} not echoed:\n{err}");
+    }
+    let quiet = Sandbox::new();
+    let (code, err) = quiet.run(cfg, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !err.contains("out-1") && !err.contains("check-said"),
+        "{err}"
+    );
+}

@@ -311,7 +311,7 @@ impl Runner {
                 cwd: &self.opts.workdir,
                 stdout: self.dir.join(&out_rel),
                 stderr: self.dir.join(&err_rel),
-                echo: self.opts.echo,
+                echo: self.echo(),
                 stall_after: None,
             };
             let v = match phase::run(attempt, &self.control) {

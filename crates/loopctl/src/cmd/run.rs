@@ -205,9 +205,13 @@ fn drive(runner: Runner, c: &Common) -> anyhow::Result<u8> {
             let _ = writeln!(anstream::stderr(), "{line}");
         }
     });
-    let runner = runner.on_warning(|w| {
-        let _ = writeln!(std::io::stderr(), "warning: {w}");
-    });
+    let runner = runner
+        .on_warning(|w| {
+            let _ = writeln!(std::io::stderr(), "warning: {w}");
+        })
+        .on_output(|bytes| {
+            let _ = std::io::stderr().write_all(bytes);
+        });
     let f = runner.execute()?;
     if c.json {
         output::json_pretty(&f.state);
