@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loopctl_core::event::Kind;
-use loopctl_core::loopfile::{self, LoopFile, Phase, PhaseKind};
+use loopctl_core::loopfile::{LoopFile, Phase, PhaseKind};
 use loopctl_core::plan::{self, Cursor, Ending, ExitReason, Pos, Sentinel, Shape, Step};
 use loopctl_core::state::{LogMark, fingerprint};
 use loopctl_core::trace::Trace;
@@ -28,11 +28,14 @@ use crate::template::{self, Vars};
 use snapshots::SnapshotWriter;
 
 mod decide;
+mod prepare;
 mod record;
 mod snapshots;
 #[cfg(test)]
 mod tests;
 pub use decide::ESCALATION;
+use prepare::prompt_path;
+pub use prepare::{Prepared, prepare};
 
 /// The stop reason of a phase the stall watchdog ended.
 const STALLED: &str = "stalled";
@@ -98,73 +101,6 @@ impl RunOptions {
             on_event: None,
             echo: false,
         }
-    }
-}
-
-/// A validated loop file, ready to run.
-#[derive(Debug)]
-pub struct Prepared {
-    pub file: LoopFile,
-    pub warnings: Vec<String>,
-}
-
-fn prompt_path(loop_file: Option<&Path>, rel: &str) -> PathBuf {
-    let p = Path::new(rel);
-    match loop_file.and_then(Path::parent) {
-        Some(dir) if p.is_relative() => dir.join(p),
-        _ => p.to_path_buf(),
-    }
-}
-
-/// Parses and validates a loop file (Avenor's rules, plus: prompt files exist, templates
-/// parse, prompt phases have an agent). Errors name the file and the phase.
-pub fn prepare(
-    loop_file: &Path,
-    text: &str,
-    initial: Option<String>,
-    cli_agent: Option<&[String]>,
-) -> std::result::Result<Prepared, Vec<String>> {
-    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", loop_file.display());
-    let parsed = loopfile::parse(text, initial)
-        .map_err(|es| es.iter().map(|e| at(e)).collect::<Vec<_>>())?;
-    let mut errors = Vec::new();
-    for kind in [PhaseKind::Pre, PhaseKind::Loop, PhaseKind::Post] {
-        for (i, p) in parsed.file.phases(kind).iter().enumerate() {
-            let place = format!("{}[{i}] ({:?})", kind.as_str(), p.name);
-            let text = match (&p.prompt, &p.prompt_file) {
-                (Some(t), _) => Some(t.clone()),
-                (_, Some(f)) => {
-                    let path = prompt_path(Some(loop_file), f);
-                    match std::fs::read_to_string(&path) {
-                        Ok(t) => Some(t),
-                        Err(e) => {
-                            errors
-                                .push(at(&format!("{place}: prompt_file {}: {e}", path.display())));
-                            None
-                        }
-                    }
-                }
-                _ => None,
-            };
-            if let Some(t) = text {
-                if let Err(e) = template::check(&t) {
-                    errors.push(at(&format!("{place}: prompt template: {e}")));
-                }
-                if parsed.file.agent_for(p, cli_agent).is_none() {
-                    errors.push(at(&format!(
-                        "{place}: a prompt phase needs an agent: pass --agent, or set \"agent\" in the loop file or the phase"
-                    )));
-                }
-            }
-        }
-    }
-    if errors.is_empty() {
-        Ok(Prepared {
-            file: parsed.file,
-            warnings: parsed.warnings,
-        })
-    } else {
-        Err(errors)
     }
 }
 

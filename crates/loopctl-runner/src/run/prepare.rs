@@ -1,0 +1,75 @@
+//! Loop file validation before anything runs: Avenor's rules, plus what only the runner can
+//! check (prompt files exist, templates parse, prompt phases have an agent).
+
+use std::path::{Path, PathBuf};
+
+use loopctl_core::loopfile::{self, LoopFile, PhaseKind};
+
+use crate::template;
+
+/// A validated loop file, ready to run.
+#[derive(Debug)]
+pub struct Prepared {
+    pub file: LoopFile,
+    pub warnings: Vec<String>,
+}
+
+pub(super) fn prompt_path(loop_file: Option<&Path>, rel: &str) -> PathBuf {
+    let p = Path::new(rel);
+    match loop_file.and_then(Path::parent) {
+        Some(dir) if p.is_relative() => dir.join(p),
+        _ => p.to_path_buf(),
+    }
+}
+
+/// Parses and validates a loop file (Avenor's rules, plus: prompt files exist, templates
+/// parse, prompt phases have an agent). Errors name the file and the phase.
+pub fn prepare(
+    loop_file: &Path,
+    text: &str,
+    initial: Option<String>,
+    cli_agent: Option<&[String]>,
+) -> std::result::Result<Prepared, Vec<String>> {
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", loop_file.display());
+    let parsed = loopfile::parse(text, initial)
+        .map_err(|es| es.iter().map(|e| at(e)).collect::<Vec<_>>())?;
+    let mut errors = Vec::new();
+    for kind in [PhaseKind::Pre, PhaseKind::Loop, PhaseKind::Post] {
+        for (i, p) in parsed.file.phases(kind).iter().enumerate() {
+            let place = format!("{}[{i}] ({:?})", kind.as_str(), p.name);
+            let text = match (&p.prompt, &p.prompt_file) {
+                (Some(t), _) => Some(t.clone()),
+                (_, Some(f)) => {
+                    let path = prompt_path(Some(loop_file), f);
+                    match std::fs::read_to_string(&path) {
+                        Ok(t) => Some(t),
+                        Err(e) => {
+                            errors
+                                .push(at(&format!("{place}: prompt_file {}: {e}", path.display())));
+                            None
+                        }
+                    }
+                }
+                _ => None,
+            };
+            if let Some(t) = text {
+                if let Err(e) = template::check(&t) {
+                    errors.push(at(&format!("{place}: prompt template: {e}")));
+                }
+                if parsed.file.agent_for(p, cli_agent).is_none() {
+                    errors.push(at(&format!(
+                        "{place}: a prompt phase needs an agent: pass --agent, or set \"agent\" in the loop file or the phase"
+                    )));
+                }
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(Prepared {
+            file: parsed.file,
+            warnings: parsed.warnings,
+        })
+    } else {
+        Err(errors)
+    }
+}
