@@ -29,7 +29,8 @@ use crate::output;
 #[derive(ClapArgs)]
 pub struct Args {
     /// Root folder to scan (default: the root), or a log file holding several runs.
-    root: Option<PathBuf>,
+    #[arg(value_name = "ROOT|FILE")]
+    path: Option<PathBuf>,
     /// Print the rows as one JSON array, an object per run (alias, run_id, status,
     /// stop_reason, iteration, max_iterations, phase, last_score, updated_at, events,
     /// findings, path).
@@ -225,7 +226,7 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let root = a.root.unwrap_or_else(|| ctx.root.clone());
+    let root = a.path.unwrap_or_else(|| ctx.root.clone());
     if root.is_file() {
         return list_file(ctx, &root, a.json);
     }

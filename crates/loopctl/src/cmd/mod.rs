@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod clean;
+pub mod docs;
 pub mod history;
 pub mod list;
 pub mod postmortem;
@@ -12,6 +13,7 @@ pub mod stagnation;
 pub mod status;
 pub mod stop;
 pub mod tail;
+pub mod values;
 
 use std::path::{Path, PathBuf};
 
@@ -49,7 +51,7 @@ impl Ctx {
             ..ReadOptions::default()
         };
         if let Some(t) = threads {
-            read.threads = t.max(1);
+            read.threads = t;
         }
         Ctx {
             root: discover::default_root(root),

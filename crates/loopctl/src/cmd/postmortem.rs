@@ -80,7 +80,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         .get(&state.run_id)
         .cloned()
         .unwrap_or_default();
-    let verdict = assess(&trace, &a.config.config(), Some(now()));
+    let verdict = assess(&trace, &a.config.config()?, Some(now()));
     let report = Report::build(state, &trace, &verdict);
     let format = match (a.json, a.format) {
         (true, _) | (_, Some(FormatArg::Json)) => Format::Json,

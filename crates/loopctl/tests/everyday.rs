@@ -1,0 +1,296 @@
+//! One consistent CLI (issue 16): global options anywhere, validated numbers, completions and
+//! man pages, honest exit codes for empty roots and logs, findings in the report, and a
+//! run.json that cannot be read never hiding the log.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use loopctl_tests::repo;
+use serde_json::Value;
+
+fn loopctl() -> Command {
+    let mut c = Command::cargo_bin("loopctl").unwrap();
+    c.env_remove("LOOPCTL_ROOT").env("NO_COLOR", "1");
+    c
+}
+
+fn fixture(name: &str) -> PathBuf {
+    repo().join("fixtures").join(name)
+}
+
+fn run(args: &[&str]) -> Output {
+    loopctl().args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The subcommands `loopctl --help` lists.
+fn subcommands() -> Vec<String> {
+    let help = text(&run(&["--help"]).stdout);
+    let mut in_list = false;
+    let mut out = Vec::new();
+    for line in help.lines() {
+        if line.starts_with("Commands:") {
+            in_list = true;
+        } else if in_list && !line.starts_with("  ") {
+            break;
+        } else if in_list && !line.starts_with("   ") {
+            let name = line.split_whitespace().next().unwrap().to_string();
+            if name != "help" {
+                out.push(name);
+            }
+        }
+    }
+    assert!(out.len() > 10, "{help}");
+    out
+}
+
+#[test]
+fn global_options_work_after_the_subcommand() {
+    let fixtures = repo().join("fixtures");
+    let fx = fixtures.to_str().unwrap();
+    let out = run(&["list", "--root", fx, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["alias"] == "native-clean")
+    );
+    // The same rows as with the option before the subcommand.
+    assert_eq!(out.stdout, run(&["--root", fx, "list", "--json"]).stdout);
+
+    let out = run(&["status", "native-clean", "--root", fx, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // --strict after the subcommand turns findings into exit 1.
+    let bad = fixture("bad-middle");
+    let bad = bad.to_str().unwrap();
+    assert_eq!(run(&["replay", bad]).status.code(), Some(0));
+    assert_eq!(run(&["replay", bad, "--strict"]).status.code(), Some(1));
+    assert_eq!(run(&["history", bad, "--strict"]).status.code(), Some(1));
+    // --max-line-bytes after the subcommand: every line is longer than 10 bytes.
+    let clean = fixture("native-clean");
+    let clean = clean.to_str().unwrap();
+    let out = run(&["check", clean, "--json", "--max-line-bytes", "10"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stats"]["events"], 0, "{v}");
+    assert_eq!(out.status.code(), Some(1));
+    // --threads after the subcommand.
+    for cmd in ["replay", "stagnation", "postmortem", "check"] {
+        let out = run(&[cmd, clean, "--threads", "2"]);
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn numeric_flags_refuse_bad_values_with_a_usage_error() {
+    let healthy = fixture("healthy-native");
+    let healthy = healthy.to_str().unwrap();
+    let loop_file = repo().join("examples/fix-the-tests/loop.json");
+    let loop_file = loop_file.to_str().unwrap();
+    // (command line before the flag, flag, bad values, a good value)
+    let table: &[(&[&str], &str, &[&str], &str)] = &[
+        (&["replay", healthy], "--threads", &["0", "-1", "x"], "2"),
+        (
+            &["replay", healthy],
+            "--max-line-bytes",
+            &["0", "-5", "1e3"],
+            "4096",
+        ),
+        (&["list", healthy], "--threads", &["0"], "1"),
+        (
+            &["stagnation", healthy],
+            "--min-delta",
+            &["NaN", "nan", "inf", "-0.1", "x"],
+            "0.05",
+        ),
+        (&["stagnation", healthy], "--limit", &["0", "-1"], "3"),
+        (&["stagnation", healthy], "--repeat", &["0"], "2"),
+        (&["stagnation", healthy], "--no-change", &["0"], "2"),
+        (&["stagnation", healthy], "--window", &["0", "3"], "8"),
+        (&["stagnation", healthy], "--turns", &["0"], "2"),
+        (
+            &["stagnation", healthy],
+            "--stalled-after",
+            &["0s", "0", "soon"],
+            "5m",
+        ),
+        (
+            &["postmortem", healthy],
+            "--min-delta",
+            &["NaN", "-1"],
+            "0.1",
+        ),
+        (&["postmortem", healthy], "--limit", &["0"], "2"),
+        (&["postmortem", healthy], "--window", &["0"], "6"),
+        (
+            &["tail", healthy, "--no-follow"],
+            "--poll-ms",
+            &["0"],
+            "100",
+        ),
+        (
+            &["tail", healthy, "--no-follow"],
+            "--lines",
+            &["-1", "x"],
+            "0",
+        ),
+        (
+            &["run", "--loop-file", loop_file],
+            "--timeout",
+            &["0", "0s"],
+            "",
+        ),
+        (
+            &["run", "--loop-file", loop_file],
+            "--max-retries",
+            &["-1"],
+            "",
+        ),
+        (&["stop", healthy], "--wait", &["-1", "x"], ""),
+    ];
+    for (before, flag, bad, good) in table {
+        for v in *bad {
+            let out = loopctl()
+                .args(*before)
+                .arg(format!("{flag}={v}"))
+                .output()
+                .unwrap();
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{before:?} {flag} {v}: {err}");
+            assert!(
+                err.contains("invalid value") && err.contains(flag),
+                "{before:?} {flag} {v}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "{before:?} {flag} {v}");
+        }
+        if !good.is_empty() {
+            let out = loopctl()
+                .args(*before)
+                .arg(format!("{flag}={good}"))
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{before:?} {flag} {good}: {}",
+                text(&out.stderr)
+            );
+        }
+    }
+    // A window too short for the turns asked for is refused, naming both.
+    let out = run(&["stagnation", healthy, "--window", "4", "--turns", "3"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--turns 3") && err.contains("--window of 4"),
+        "{err}"
+    );
+}
+
+#[test]
+fn completions_name_every_subcommand_and_bash_accepts_them() {
+    let subs = subcommands();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let script = text(&out.stdout);
+        for s in &subs {
+            assert!(script.contains(s.as_str()), "{shell} completion lacks {s}");
+        }
+        for opt in ["--root", "--strict", "--json", "--min-delta"] {
+            assert!(
+                script.contains(opt.trim_start_matches('-')),
+                "{shell}: {opt}"
+            );
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("loopctl.bash");
+    std::fs::write(&script, run(&["completions", "bash"]).stdout).unwrap();
+    let check = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "bash -n: {}", text(&check.stderr));
+    // Sourced, it registers a completion for loopctl.
+    let reg = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {} && complete -p loopctl",
+            script.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        text(&reg.stdout).contains("loopctl"),
+        "{}",
+        text(&reg.stderr)
+    );
+    let bad = run(&["completions", "tcsh"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+fn has_man() -> bool {
+    std::process::Command::new("man")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn the_man_page_renders_with_every_subcommand() {
+    let out = run(&["man"]);
+    assert_eq!(out.status.code(), Some(0));
+    let page = text(&out.stdout);
+    assert!(page.starts_with(".ie") || page.contains("\n.TH"), "{page}");
+    assert!(page.contains(".TH loopctl 1"), "{page}");
+    let subs = subcommands();
+    for s in &subs {
+        assert!(
+            page.contains(&format!("loopctl\\-{s}")),
+            "man page lacks {s}"
+        );
+    }
+    assert!(page.contains("LOOPCTL_ROOT"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["man", "--out", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let one = |p: &Path| std::fs::read_to_string(p).unwrap();
+    assert!(one(&dir.path().join("loopctl.1")).contains(".TH loopctl 1"));
+    for s in &subs {
+        let p = dir.path().join(format!("loopctl-{s}.1"));
+        assert!(
+            one(&p).contains(&format!(".TH loopctl-{s} 1")),
+            "{}",
+            p.display()
+        );
+    }
+    if !has_man() {
+        eprintln!("notice: man not installed; the pages are not rendered");
+        return;
+    }
+    let rendered = std::process::Command::new("man")
+        .env("MANWIDTH", "100")
+        .args(["-E", "ascii", "-P", "cat", "-l"])
+        .arg(dir.path().join("loopctl-stagnation.1"))
+        .output()
+        .unwrap();
+    // Bold and underline come as overstrikes (c, backspace, c): keep the last of each.
+    let mut r = String::new();
+    for c in text(&rendered.stdout).chars() {
+        if c == '\u{8}' {
+            r.pop();
+        } else {
+            r.push(c);
+        }
+    }
+    assert!(rendered.status.success(), "{}", text(&rendered.stderr));
+    assert!(r.contains("--min-delta"), "{r}");
+}
