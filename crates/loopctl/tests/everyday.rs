@@ -294,3 +294,129 @@ fn the_man_page_renders_with_every_subcommand() {
     assert!(rendered.status.success(), "{}", text(&rendered.stderr));
     assert!(r.contains("--min-delta"), "{r}");
 }
+
+/// A copy of a fixture run folder in a fresh temp dir: (guard, run folder).
+fn run_copy(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for e in std::fs::read_dir(fixture(name)).unwrap().flatten() {
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+    (tmp, dir)
+}
+
+/// status, check and recover over a run whose run.json is `blocked` (something that cannot be
+/// read), run by `cmd`: each reads the log, names the file and the reason once, and goes on.
+fn unreadable_state_is_only_a_warning(dir: &Path, why: &str, cmd: impl Fn() -> Command) {
+    let out = cmd().arg("status").arg(dir).output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "status: {err}");
+    assert!(
+        text(&out.stdout).contains("completed (threshold_reached)"),
+        "{err}"
+    );
+    assert!(err.contains("run.json") && err.contains(why), "{err}");
+    assert_eq!(err.matches(why).count(), 1, "the cause once: {err}");
+
+    let out = cmd().args(["check"]).arg(dir).output().unwrap();
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "check: {}", text(&out.stderr));
+    assert!(report.contains("7 events in 1 run(s)"), "{report}");
+    assert!(
+        report.contains(&format!("run.json: cannot be read: {why}")),
+        "{report}"
+    );
+    let out = cmd().args(["check", "--json"]).arg(dir).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["run_json"]["prior"], "unreadable", "{v}");
+    assert_eq!(v["stats"]["events"], 7);
+
+    let out = cmd().args(["replay"]).arg(dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "replay: {}", text(&out.stderr));
+}
+
+#[test]
+fn an_unreadable_run_json_does_not_stop_reading_the_log() {
+    // A folder where run.json should be: not even root can read it, nor replace it.
+    let (_g, dir) = run_copy("native-clean");
+    std::fs::create_dir(dir.join("run.json")).unwrap();
+    unreadable_state_is_only_a_warning(&dir, "Is a directory", loopctl);
+    let out = loopctl().arg("recover").arg(&dir).output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("run.json: Is a directory"), "{err}");
+    assert_eq!(
+        err.matches("Is a directory (os error 21)").count(),
+        2,
+        "a warning and the error, each naming it once: {err}"
+    );
+    assert!(!err.contains("(os error 21): Is a directory"), "{err}");
+
+    // A symlink loop: unreadable for root too, but recover replaces it with the log's state.
+    let (_g, dir) = run_copy("native-clean");
+    std::os::unix::fs::symlink("run.json", dir.join("run.json")).unwrap();
+    unreadable_state_is_only_a_warning(&dir, "Too many levels of symbolic links", loopctl);
+    let out = loopctl().arg("recover").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("replaced the previous file without a copy"));
+    let v: Value = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(v["status"], "completed");
+}
+
+/// Mode 000 as a user who is not root (root reads anything): as `nobody` via setpriv when the
+/// tests run as root.
+#[test]
+fn a_run_json_at_mode_000_is_warned_about_and_replaced_readable() {
+    use std::os::unix::fs::{PermissionsExt, chown};
+    let (tmp, dir) = run_copy("native-clean");
+    loopctl().arg("recover").arg(&dir).assert().code(0);
+    // A fresh folder belongs to the effective user.
+    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(tmp.path()).unwrap()) == 0;
+    let bin = assert_cmd::cargo::cargo_bin("loopctl");
+    let cmd = || {
+        let mut c = if root {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&bin);
+            c
+        } else {
+            Command::new(&bin)
+        };
+        c.env_remove("LOOPCTL_ROOT").env("NO_COLOR", "1");
+        c
+    };
+    if root {
+        let usable = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !usable {
+            eprintln!(
+                "notice: skipping: running as root and `setpriv` cannot run loopctl as nobody"
+            );
+            return;
+        }
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        for p in [dir.clone(), dir.join("history.jsonl"), dir.join("run.json")] {
+            chown(&p, Some(65534), Some(65534)).unwrap();
+        }
+    }
+    std::fs::set_permissions(dir.join("run.json"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    unreadable_state_is_only_a_warning(&dir, "Permission denied", cmd);
+    let out = cmd().arg("recover").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mode = std::fs::metadata(dir.join("run.json"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o444,
+        0o444,
+        "the rewritten run.json is readable: {mode:o}"
+    );
+    let out = cmd().arg("check").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}

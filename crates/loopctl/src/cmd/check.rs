@@ -24,15 +24,21 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let run = ctx.resolve(a.target.run.as_deref())?;
     // With no run.json to compare against, the run states themselves are not needed: the
     // replay only counts and checks (same statistics and findings, less work per event).
-    let compare = run.run_json.as_deref().is_some_and(std::path::Path::exists);
+    // Anything there counts, even what cannot be read (a symlink loop), to be reported.
+    let compare = run
+        .run_json
+        .as_deref()
+        .is_some_and(|p| p.symlink_metadata().is_ok());
     let rebuilt = if compare {
         ctx.rebuild(&run, None, false)?
     } else {
         ctx.count(&run)?
     };
     let o = &rebuilt.outcome;
-    let run_json_bad = matches!(rebuilt.prior, Prior::Damaged | Prior::Mismatch)
-        || !rebuilt.differences.is_empty();
+    let run_json_bad = matches!(
+        rebuilt.prior,
+        Prior::Damaged | Prior::Mismatch | Prior::Unreadable
+    ) || !rebuilt.differences.is_empty();
     let clean = o.findings.is_empty() && !run_json_bad;
     if a.json {
         output::json_pretty(&json!({
@@ -100,6 +106,10 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             Prior::Foreign => "disagrees with the log".into(),
             Prior::Damaged => format!(
                 "damaged ({})",
+                rebuilt.prior_detail.clone().unwrap_or_default()
+            ),
+            Prior::Unreadable => format!(
+                "{}; the log was read alone",
                 rebuilt.prior_detail.clone().unwrap_or_default()
             ),
         };

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::ReadOptions;
-use loopctl_store::snapshot::{Rebuilt, rebuild};
+use loopctl_store::snapshot::{Prior, Rebuilt, rebuild};
 
 use crate::{exit, output};
 
@@ -71,21 +71,30 @@ impl Ctx {
         }
     }
 
-    /// Rebuilds `run` from its log (and its run.json, as snapshot or salvage source).
+    /// Rebuilds `run` from its log (and its run.json, as snapshot or salvage source). A
+    /// run.json that cannot be read is warned about and the log alone is used.
     pub fn rebuild(
         &self,
         run: &RunRef,
         pick: Option<&str>,
         use_snapshot: bool,
     ) -> anyhow::Result<Rebuilt> {
-        rebuild(
+        let rebuilt = rebuild(
             &run.log,
             run.run_json.as_deref(),
             &self.opts_for(run),
             pick,
             use_snapshot,
         )
-        .with_context(|| format!("replaying {}", run.log.display()))
+        .with_context(|| format!("replaying {}", run.log.display()))?;
+        if let (Prior::Unreadable, Some(path)) = (&rebuilt.prior, &run.run_json) {
+            output::warn(&format!(
+                "{} {}; using the log alone (fields only run.json holds, such as task and criteria, are missing)",
+                path.display(),
+                rebuilt.prior_detail.as_deref().unwrap_or("cannot be read"),
+            ));
+        }
+        Ok(rebuilt)
     }
 
     /// `rebuild` for statistics and findings only: the run states hold just their ids, event

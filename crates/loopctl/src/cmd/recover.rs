@@ -108,9 +108,12 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         }
         if let Some(k) = &kept {
             output::print(&format!("  kept the previous file as {}\n", k.display()));
+        } else if rebuilt.prior == Prior::Unreadable && !a.dry_run {
+            output::print("  replaced the previous file without a copy: it could not be read\n");
         }
     }
-    if rebuilt.prior == Prior::Damaged && code == exit::OK && ctx.strict {
+    if matches!(rebuilt.prior, Prior::Damaged | Prior::Unreadable) && code == exit::OK && ctx.strict
+    {
         code = exit::FINDINGS;
     }
     Ok(code)
