@@ -420,3 +420,52 @@ fn a_run_json_at_mode_000_is_warned_about_and_replaced_readable() {
     let out = cmd().arg("check").arg(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
+
+#[test]
+fn check_keeps_its_findings_in_the_report_written_to_a_file() {
+    for (name, n) in [("bad-middle", 5), ("seq-problems", 4)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let report = tmp.path().join("report.txt");
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("loopctl"))
+            .env("NO_COLOR", "1")
+            .arg("check")
+            .arg(fixture(name))
+            .stdout(std::fs::File::create(&report).unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let text = std::fs::read_to_string(&report).unwrap();
+        assert!(!text.contains("see above"), "{text}");
+        let lines: Vec<u64> = text
+            .lines()
+            .filter_map(|l| l.trim().split_once("history.jsonl:"))
+            .filter_map(|(_, rest)| rest.split(':').next()?.parse().ok())
+            .collect();
+        assert_eq!(
+            lines.len(),
+            n,
+            "{name}: every finding in the report: {text}"
+        );
+        assert!(lines.is_sorted(), "{name}: in log order: {lines:?}");
+        // The verdict comes after them and counts them; nothing is left on stderr alone.
+        let verdict = text.lines().last().unwrap();
+        assert!(
+            verdict.contains(&format!("not clean: {n} finding(s)")),
+            "{text}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("byte"),
+            "{name}"
+        );
+        // --json holds the same findings.
+        let json = run(&["check", "--json", fixture(name).to_str().unwrap()]);
+        let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+        let offsets: Vec<u64> = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["line"].as_u64().unwrap())
+            .collect();
+        assert_eq!(offsets, lines, "{name}");
+    }
+}

@@ -8,6 +8,9 @@ use crate::{exit, output};
 /// Report the integrity of a log: events by dialect and type, torn tail, damaged lines, seq
 /// gaps/duplicates/reordering, and whether run.json agrees with the log.
 ///
+/// The whole report, every finding included, goes to stdout in order (`check RUN > report.txt`
+/// keeps it all).
+///
 /// Exit code: 0 clean; 1 findings (anything in the log, or a run.json that is damaged or
 /// disagrees with the log); 2 the log could not be read.
 #[derive(ClapArgs)]
@@ -94,6 +97,12 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 s.unknown
             );
         }
+        if !o.findings.is_empty() {
+            text += &format!("  findings ({}):\n", o.findings.len());
+            for f in &o.findings {
+                text += &format!("    {}\n", output::finding(&run.log, f));
+            }
+        }
         let rj = match rebuilt.prior {
             Prior::Missing => "none".to_string(),
             Prior::Snapshot if rebuilt.differences.is_empty() => "agrees with the log".into(),
@@ -117,13 +126,22 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         for d in &rebuilt.differences {
             text += &format!("    {d}\n");
         }
-        text += if clean {
-            "  clean\n"
+        let mut verdict = Vec::new();
+        if !o.findings.is_empty() {
+            verdict.push(format!("{} finding(s) in the log", o.findings.len()));
+        }
+        if run_json_bad {
+            verdict.push(
+                "run.json does not agree with the log: `loopctl recover` rewrites it from the log"
+                    .to_string(),
+            );
+        }
+        if clean {
+            text += "  clean\n";
         } else {
-            "  findings: see above; `loopctl recover` rewrites run.json from the log\n"
-        };
+            text += &format!("  not clean: {}\n", verdict.join("; "));
+        }
         output::print(&text);
-        output::findings(&run.log, &o.findings);
     }
     super::free_at_exit(rebuilt);
     Ok(if clean { exit::OK } else { exit::FINDINGS })
