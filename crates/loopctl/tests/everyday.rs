@@ -469,3 +469,60 @@ fn check_keeps_its_findings_in_the_report_written_to_a_file() {
         assert_eq!(offsets, lines, "{name}");
     }
 }
+
+#[test]
+fn no_runs_is_said_the_same_way_by_list_and_status_with_exit_0() {
+    let tmp = tempfile::tempdir().unwrap();
+    let here = || {
+        let mut c = loopctl();
+        c.current_dir(tmp.path());
+        c
+    };
+    // No .loopctl here at all: nothing was run here yet.
+    for cmd in ["list", "status"] {
+        let out = here().arg(cmd).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "no runs under .loopctl\n", "{cmd}");
+    }
+    assert_eq!(
+        text(&here().args(["list", "--json"]).output().unwrap().stdout),
+        "[]\n"
+    );
+    let v: Value =
+        serde_json::from_slice(&here().args(["status", "--json"]).output().unwrap().stdout)
+            .unwrap();
+    assert_eq!(v["active"], Value::Null);
+    // A named root that exists but holds no run.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for cmd in ["list", "status"] {
+        let out = here().arg(cmd).arg("--root").arg(&empty).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{cmd}");
+        assert!(text(&out.stdout).starts_with("no runs under "), "{cmd}");
+    }
+    // A named root that does not exist is an error naming it, however it is named.
+    let missing = tmp.path().join("missing-root");
+    for cmd in ["list", "status"] {
+        let by_flag = here()
+            .arg(cmd)
+            .arg("--root")
+            .arg(&missing)
+            .output()
+            .unwrap();
+        let by_env = here()
+            .arg(cmd)
+            .env("LOOPCTL_ROOT", &missing)
+            .output()
+            .unwrap();
+        for out in [by_flag, by_env] {
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+            assert!(
+                err.contains("missing-root") && err.contains("does not exist"),
+                "{cmd}: {err}"
+            );
+        }
+    }
+    let out = here().arg("list").arg(&missing).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

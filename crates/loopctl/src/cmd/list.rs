@@ -226,12 +226,12 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let named = a.path.is_some() || ctx.root_named;
     let root = a.path.unwrap_or_else(|| ctx.root.clone());
     if root.is_file() {
         return list_file(ctx, &root, a.json);
     }
-    let runs = discover::list_runs(&root)
-        .map_err(|e| anyhow::anyhow!("{e} (is it a loopctl or aif-loop root?)"))?;
+    let runs = discover::runs_under(&root, named)?;
     let bar = if runs.len() > 200 && !a.json {
         ProgressBar::new(runs.len() as u64)
     } else {
@@ -301,7 +301,7 @@ fn print_rows(
         return Ok(exit::OK);
     }
     if rows.is_empty() {
-        output::print(&format!("no runs under {}\n", root.display()));
+        output::print(&super::no_runs(root));
         return Ok(exit::OK);
     }
     let first = if by_run { "RUN" } else { "ALIAS" };

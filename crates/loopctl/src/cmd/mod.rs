@@ -40,6 +40,8 @@ pub struct RunArg {
 
 pub struct Ctx {
     pub root: PathBuf,
+    /// Whether the user named the root (`--root`, `$LOOPCTL_ROOT`): then it must exist.
+    pub root_named: bool,
     pub strict: bool,
     pub read: ReadOptions,
 }
@@ -55,9 +57,15 @@ impl Ctx {
         }
         Ctx {
             root: discover::default_root(root),
+            root_named: root.is_some(),
             strict,
             read,
         }
+    }
+
+    /// The run folders under the root (none when the default root does not exist yet).
+    pub fn runs(&self) -> anyhow::Result<Vec<RunRef>> {
+        Ok(discover::runs_under(&self.root, self.root_named)?)
     }
 
     pub fn resolve(&self, spec: Option<&str>) -> anyhow::Result<RunRef> {
@@ -122,4 +130,9 @@ impl Ctx {
         }
         exit::OK
     }
+}
+
+/// What `list` and `status` say when a root holds no run.
+pub fn no_runs(root: &Path) -> String {
+    format!("no runs under {}\n", root.display())
 }

@@ -19,8 +19,11 @@ pub struct Args {
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let current = discover::read_current(&ctx.root);
     if a.target.run.is_none() && current.is_none() {
+        let none = ctx.runs()?.is_empty();
         if a.json {
             output::json_pretty(&json!({ "active": null }));
+        } else if none {
+            output::print(&super::no_runs(&ctx.root));
         } else {
             output::print(&format!(
                 "no active loop ({} has no current.json)\n",
