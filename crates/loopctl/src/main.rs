@@ -14,16 +14,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Exit codes shared by every command.
-pub mod exit {
-    /// Success; for `check`, a clean log.
-    pub const OK: u8 = 0;
-    /// Findings: damaged lines, seq problems, a run.json that disagrees with the log
-    /// (`check`, or any command under `--strict`).
-    pub const FINDINGS: u8 = 1;
-    /// Usage errors, missing runs, unreadable files.
-    pub const ERROR: u8 = 2;
-}
+/// Exit codes shared by every command, and their rules.
+pub use loopctl_core::exit;
 
 #[derive(Parser)]
 #[command(
@@ -37,7 +29,8 @@ pub mod exit {
         RUN is a run folder (holding history.jsonl), a log file (.jsonl/.ndjson), or a run id or \
         alias under the root. The root is --root, else $LOOPCTL_ROOT, else .loopctl/, else \
         aif-loop's .ai-factory/evolution/ when that is what the current folder has.",
-    after_help = "Exit codes: 0 ok, 1 findings (check; any command with --strict), 2 error.\n\
+    after_help = "Exit codes: 0 ok, 1 findings (check; any command with --strict; a log that holds no event), \
+        2 error, 3 a run stagnates (stagnation).\n\
         Examples:\n  loopctl check fixtures/bad-middle\n  loopctl recover .ai-factory/evolution/my-task\n  loopctl list --json | jq '.[] | select(.status==\"running\")'"
 )]
 struct Cli {

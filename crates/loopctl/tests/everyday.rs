@@ -526,3 +526,82 @@ fn no_runs_is_said_the_same_way_by_list_and_status_with_exit_0() {
     let out = here().arg("list").arg(&missing).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn a_log_with_no_event_gets_the_same_answer_from_every_read_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let logs = [
+        ("empty", ""),
+        ("blank", "\n\n  \n"),
+        ("damaged", "not json\n{\"no_event\":1}\n"),
+    ];
+    for (name, content) in logs {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("history.jsonl"), content).unwrap();
+        let log = dir.join("history.jsonl");
+        let (d, l) = (dir.to_str().unwrap(), log.to_str().unwrap());
+        let commands: &[&[&str]] = &[
+            &["status", d],
+            &["replay", d],
+            &["replay", d, "--json"],
+            &["history", d],
+            &["history", d, "--json"],
+            &["check", d],
+            &["check", d, "--json"],
+            &["recover", d],
+            &["postmortem", d],
+            &["postmortem", d, "--format", "md"],
+            &["stagnation", d],
+            &["stagnation", d, "--json"],
+            &["list", l],
+            &["list", l, "--json"],
+        ];
+        for args in commands {
+            for strict in [false, true] {
+                let mut c = loopctl();
+                c.args(*args);
+                if strict {
+                    c.arg("--strict");
+                }
+                let out = c.output().unwrap();
+                let all = text(&out.stdout) + &text(&out.stderr);
+                assert_eq!(
+                    out.status.code(),
+                    Some(1),
+                    "{name}: {args:?} strict={strict}: {all}"
+                );
+                assert!(
+                    all.contains("the log holds no event"),
+                    "{name}: {args:?}: {all}"
+                );
+            }
+        }
+        let v: Value = serde_json::from_slice(&run(&["check", d, "--json"]).stdout).unwrap();
+        assert_eq!(
+            (v["clean"].clone(), v["no_event"].clone()),
+            (Value::Bool(false), Value::Bool(true))
+        );
+        assert!(
+            !dir.join("run.json").exists(),
+            "recover wrote nothing for {name}"
+        );
+    }
+    // Over several logs, a stagnating run still decides the code.
+    let empty = tmp.path().join("empty");
+    let stuck = fixture("stagnating-native");
+    let out = loopctl()
+        .arg("stagnation")
+        .arg(&empty)
+        .arg(&stuck)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let out = loopctl()
+        .arg("stagnation")
+        .arg(&empty)
+        .arg(fixture("healthy-native"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+}

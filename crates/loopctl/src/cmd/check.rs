@@ -11,8 +11,8 @@ use crate::{exit, output};
 /// The whole report, every finding included, goes to stdout in order (`check RUN > report.txt`
 /// keeps it all).
 ///
-/// Exit code: 0 clean; 1 findings (anything in the log, or a run.json that is damaged or
-/// disagrees with the log); 2 the log could not be read.
+/// Exit code: 0 clean; 1 findings (anything in the log, a log that holds no event, or a
+/// run.json that is damaged, unreadable or disagrees with the log); 2 the log could not be read.
 #[derive(ClapArgs)]
 pub struct Args {
     #[command(flatten)]
@@ -42,11 +42,16 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         rebuilt.prior,
         Prior::Damaged | Prior::Mismatch | Prior::Unreadable
     ) || !rebuilt.differences.is_empty();
-    let clean = o.findings.is_empty() && !run_json_bad;
+    let no_event = o.stats.events == 0;
+    let clean = o.findings.is_empty() && !run_json_bad && !no_event;
     if a.json {
+        if no_event {
+            super::no_event(&run.log);
+        }
         output::json_pretty(&json!({
             "log": run.log,
             "clean": clean,
+            "no_event": no_event,
             "runs": o.runs.len(),
             "stats": o.stats,
             "findings": o.findings,
@@ -127,6 +132,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             text += &format!("    {d}\n");
         }
         let mut verdict = Vec::new();
+        if no_event {
+            verdict.push("the log holds no event".to_string());
+        }
         if !o.findings.is_empty() {
             verdict.push(format!("{} finding(s) in the log", o.findings.len()));
         }

@@ -24,8 +24,9 @@ use crate::output;
 /// run in it is a row. The log is read in chunks on all threads and only what a row shows is
 /// rebuilt (the same values a full `replay` gives).
 ///
-/// Exit codes: 0 listed; 1 under --strict when a log has findings (damaged lines, seq
-/// problems) or cannot be read; 2 error (no such root, unreadable file).
+/// Exit codes: 0 listed (also when the root holds no run); 1 under --strict when a log has
+/// findings (damaged lines, seq problems) or cannot be read, and for a FILE that holds no
+/// event; 2 error (a named root that does not exist, unreadable file).
 #[derive(ClapArgs)]
 pub struct Args {
     /// Root folder to scan (default: the root), or a log file holding several runs.
@@ -208,6 +209,12 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
         output::note(&format!(
             "{damaged} damaged line(s) in {log}; `loopctl check {log}` says where"
         ));
+    }
+    if rows.is_empty() {
+        if json {
+            output::print("[]\n");
+        }
+        return Ok(super::no_event(log));
     }
     let mut code = print_rows(&rows, log, json, true, ctx.read.threads);
     if ctx.strict && !outcome.findings.is_empty() && matches!(code, Ok(exit::OK)) {

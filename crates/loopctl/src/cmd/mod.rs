@@ -136,3 +136,9 @@ impl Ctx {
 pub fn no_runs(root: &Path) -> String {
     format!("no runs under {}\n", root.display())
 }
+
+/// Says that `log` holds no event; the code every command reading one log exits with then.
+pub fn no_event(log: &Path) -> u8 {
+    output::warn(&exit::no_event(&log.display().to_string()));
+    exit::NO_EVENT
+}

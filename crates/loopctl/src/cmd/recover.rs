@@ -40,10 +40,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         );
     }
     let Some(text) = rebuilt.run_json() else {
-        anyhow::bail!(
-            "{}: the log holds no event; nothing to recover from (start a new run)",
-            run.log.display()
-        );
+        return Ok(super::no_event(&run.log));
     };
     let target = run
         .run_json

@@ -16,9 +16,6 @@ use serde_json::json;
 use super::{Ctx, values};
 use crate::{exit, output};
 
-/// Exit code of `stagnation` when a run stagnates.
-pub const STAGNATING: u8 = 3;
-
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum ResetArg {
     OnProgress,
@@ -95,8 +92,9 @@ impl ConfigArgs {
 /// rule ids and event seqs involved.
 #[derive(ClapArgs)]
 #[command(after_help = "\
-Exit codes: 0 every run is healthy; 3 at least one run stagnates; 1 findings in a log under
---strict (when no run stagnates); 2 error (usage, missing run, unreadable file).
+Exit codes: 0 every run is healthy; 3 at least one run stagnates; 1 a log that holds no
+event, or findings in a log under --strict (when no run stagnates); 2 error (usage, missing
+run, unreadable file).
 
 Detectors (docs/postmortem.md):
   score             aif-loop's rule: gain < min-delta with no fail blockers, `limit` times
@@ -202,6 +200,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     };
     let now = now();
     let mut any = false;
+    let mut empty = false;
     let mut findings = 0usize;
     let mut reports = Vec::new();
     let mut text = String::new();
@@ -210,10 +209,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         let loaded = load(ctx, run)?;
         findings += loaded.outcome.findings.len();
         if loaded.outcome.runs.is_empty() {
-            output::warn(&format!(
-                "{}: the log holds no event",
-                loaded.run.log.display()
-            ));
+            super::no_event(&loaded.run.log);
+            empty = true;
         }
         for (state, trace) in loaded.runs() {
             let v = assess(trace, &cfg, Some(now));
@@ -238,12 +235,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     } else {
         output::print(&text);
     }
-    Ok(if any {
-        STAGNATING
-    } else if ctx.strict && findings > 0 {
+    let strict_findings = ctx.strict && findings > 0;
+    if strict_findings && !any {
         output::error(&format!("{findings} finding(s) in the log(s) (--strict)"));
-        exit::FINDINGS
-    } else {
-        exit::OK
-    })
+    }
+    Ok(exit::of_reading(any, empty, strict_findings))
 }
