@@ -8,7 +8,6 @@
 
 pub mod analysis;
 pub mod decode;
-/// Exit codes and the rules that pick them, shared by every command.
 pub mod exit;
 pub mod fold;
 pub mod render;
