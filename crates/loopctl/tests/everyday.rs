@@ -93,70 +93,81 @@ fn numeric_flags_refuse_bad_values_with_a_usage_error() {
     let loop_file = repo().join("examples/fix-the-tests/loop.json");
     let loop_file = loop_file.to_str().unwrap();
     // (command line before the flag, flag, bad values, a good value)
-    let table: &[(&[&str], &str, &[&str], &str)] = &[
-        (&["replay", healthy], "--threads", &["0", "-1", "x"], "2"),
+    let mut table: Vec<(Vec<&str>, &str, &[&str], &str)> = vec![
+        (vec!["replay", healthy], "--threads", &["0", "-1", "x"], "2"),
         (
-            &["replay", healthy],
+            vec!["replay", healthy],
             "--max-line-bytes",
             &["0", "-5", "1e3"],
             "4096",
         ),
-        (&["list", healthy], "--threads", &["0"], "1"),
+        (vec!["list", healthy], "--threads", &["0"], "1"),
+        (vec!["list", healthy], "--max-line-bytes", &["0"], "100000"),
         (
-            &["stagnation", healthy],
-            "--min-delta",
-            &["NaN", "nan", "inf", "-0.1", "x"],
-            "0.05",
-        ),
-        (&["stagnation", healthy], "--limit", &["0", "-1"], "3"),
-        (&["stagnation", healthy], "--repeat", &["0"], "2"),
-        (&["stagnation", healthy], "--no-change", &["0"], "2"),
-        (&["stagnation", healthy], "--window", &["0", "3"], "8"),
-        (&["stagnation", healthy], "--turns", &["0"], "2"),
-        (
-            &["stagnation", healthy],
-            "--stalled-after",
-            &["0s", "0", "soon"],
-            "5m",
-        ),
-        (
-            &["postmortem", healthy],
-            "--min-delta",
-            &["NaN", "-1"],
-            "0.1",
-        ),
-        (&["postmortem", healthy], "--limit", &["0"], "2"),
-        (&["postmortem", healthy], "--window", &["0"], "6"),
-        (
-            &["tail", healthy, "--no-follow"],
+            vec!["tail", healthy, "--no-follow"],
             "--poll-ms",
             &["0"],
             "100",
         ),
         (
-            &["tail", healthy, "--no-follow"],
+            vec!["tail", healthy, "--no-follow"],
             "--lines",
             &["-1", "x"],
             "0",
         ),
         (
-            &["run", "--loop-file", loop_file],
+            vec!["tail", healthy, "--no-follow"],
+            "--iteration",
+            &["-1", "x"],
+            "2",
+        ),
+        (
+            vec!["run", "--loop-file", loop_file],
             "--timeout",
-            &["0", "0s"],
+            &["0", "0s", "x"],
             "",
         ),
         (
-            &["run", "--loop-file", loop_file],
+            vec!["run", "--loop-file", loop_file],
+            "--retry-base",
+            &["x", "-1s"],
+            "",
+        ),
+        (
+            vec!["run", "--loop-file", loop_file],
             "--max-retries",
             &["-1"],
             "",
         ),
-        (&["stop", healthy], "--wait", &["-1", "x"], ""),
+        (vec!["resume", healthy], "--timeout", &["0"], ""),
+        (vec!["stop", healthy], "--wait", &["-1", "x"], ""),
     ];
-    for (before, flag, bad, good) in table {
+    // stagnation and postmortem share their detector settings.
+    for cmd in ["stagnation", "postmortem"] {
+        table.extend([
+            (
+                vec![cmd, healthy],
+                "--min-delta",
+                &["NaN", "nan", "inf", "-0.1", "x"][..],
+                "0.05",
+            ),
+            (vec![cmd, healthy], "--limit", &["0", "-1"], "3"),
+            (vec![cmd, healthy], "--repeat", &["0"], "2"),
+            (vec![cmd, healthy], "--no-change", &["0"], "2"),
+            (vec![cmd, healthy], "--window", &["0", "3"], "8"),
+            (vec![cmd, healthy], "--turns", &["0"], "2"),
+            (
+                vec![cmd, healthy],
+                "--stalled-after",
+                &["0s", "0", "soon"],
+                "5m",
+            ),
+        ]);
+    }
+    for (before, flag, bad, good) in &table {
         for v in *bad {
             let out = loopctl()
-                .args(*before)
+                .args(before)
                 .arg(format!("{flag}={v}"))
                 .output()
                 .unwrap();
@@ -170,7 +181,7 @@ fn numeric_flags_refuse_bad_values_with_a_usage_error() {
         }
         if !good.is_empty() {
             let out = loopctl()
-                .args(*before)
+                .args(before)
                 .arg(format!("{flag}={good}"))
                 .output()
                 .unwrap();
