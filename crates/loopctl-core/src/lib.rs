@@ -8,7 +8,7 @@
 
 pub mod analysis;
 pub mod decode;
-pub mod exit;
+pub mod exit_codes;
 pub mod fold;
 pub mod render;
 pub mod rules;

@@ -15,7 +15,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Exit codes shared by every command, and their rules.
-pub use loopctl_core::exit;
+pub use loopctl_core::exit_codes as exit;
 
 #[derive(Parser)]
 #[command(

@@ -1,5 +1,6 @@
-//! Exit codes of loopctl's commands, and the rule for a log that holds no event, so that every
-//! command answers the same way (README, "Exit codes").
+//! Exit codes of loopctl's read commands, and the rule for a log that holds no event, so that
+//! every command answers the same way (README, "Exit codes"; docs/cli.md). How a *run's* end
+//! maps to `run`/`resume`'s exit code is the sentinel's rule, not this one.
 
 /// Success; for `check`, a clean log.
 pub const OK: u8 = 0;
