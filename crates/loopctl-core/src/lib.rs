@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod decode;
+pub mod exit_codes;
 pub mod fold;
 pub mod render;
 pub mod rules;

@@ -47,9 +47,9 @@ pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> 
         })?;
         if let Some(dir) = &run.dir {
             let req = dir.join(STOP_REQUEST);
-            std::fs::write(&req, reason.unwrap_or("")).map_err(|source| RunnerError::Io {
+            std::fs::write(&req, reason.unwrap_or("")).map_err(|cause| RunnerError::Io {
                 path: req.clone(),
-                source,
+                cause,
             })?;
         }
         kill(Pid::from_raw(n), Signal::SIGTERM)
@@ -122,8 +122,32 @@ pub fn delete(run: &RunRef) -> Result<()> {
             dir.display()
         )));
     }
-    std::fs::remove_dir_all(dir).map_err(|source| RunnerError::Io {
+    std::fs::remove_dir_all(dir).map_err(|cause| RunnerError::Io {
         path: dir.clone(),
-        source,
+        cause,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopctl_store::StoreError;
+
+    #[test]
+    fn an_io_error_names_its_cause_once() {
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        for e in [
+            RunnerError::Io {
+                path: "r/stop.request".into(),
+                cause: denied,
+            },
+            RunnerError::from(StoreError::Io {
+                path: "r/run.json".into(),
+                cause: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+            }),
+        ] {
+            assert!(std::error::Error::source(&e).is_none(), "{e}");
+            assert_eq!(e.to_string().matches("ermission denied").count(), 1, "{e}");
+        }
+    }
 }

@@ -47,10 +47,11 @@ pub const STOP_REQUEST: &str = "stop.request";
 pub enum RunnerError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{path}: {source}")]
+    /// The cause is part of the message, not also its `source()` (printed once in a chain).
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("{0}")]
     NotResumable(String),
@@ -62,7 +63,7 @@ type Result<T> = std::result::Result<T, RunnerError>;
 
 fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> RunnerError {
     let path = path.into();
-    move |source| RunnerError::Io { path, source }
+    move |cause| RunnerError::Io { path, cause }
 }
 
 /// How a run is driven. Stored in its `run_started` event, so `resume` needs nothing else.

@@ -147,3 +147,41 @@ pub fn list_runs(root: &Path) -> Result<Vec<RunRef>> {
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
+
+/// The run folders under a root, as `list` and `status` see it: a root the user named
+/// (`--root`, `$LOOPCTL_ROOT`) must exist, while the default root missing only means that no
+/// run was made here yet (no runs, not an error).
+pub fn runs_under(root: &Path, named: bool) -> Result<Vec<RunRef>> {
+    match list_runs(root) {
+        Err(StoreError::Io { cause, .. })
+            if !named && cause.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(Vec::new())
+        }
+        Err(StoreError::Io { path, cause }) if cause.kind() == std::io::ErrorKind::NotFound => {
+            Err(StoreError::NotFound(format!(
+                "no root folder {}: it does not exist",
+                path.display()
+            )))
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_root_is_an_error_only_when_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("nope");
+        assert!(runs_under(&missing, false).unwrap().is_empty());
+        let e = runs_under(&missing, true).unwrap_err().to_string();
+        assert!(e.contains("nope") && e.contains("does not exist"), "{e}");
+        assert!(runs_under(tmp.path(), true).unwrap().is_empty());
+        std::fs::create_dir(tmp.path().join("r")).unwrap();
+        std::fs::write(tmp.path().join("r").join(LOG_NAME), "").unwrap();
+        assert_eq!(runs_under(tmp.path(), false).unwrap().len(), 1);
+    }
+}

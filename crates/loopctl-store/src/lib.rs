@@ -10,12 +10,14 @@ pub mod snapshot;
 
 use std::path::PathBuf;
 
+/// Each message is whole: an I/O error's cause is part of the message and not also its
+/// `source()`, which a `{:#}` chain would print a second time.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("{path} is locked by another writer (pid {pid})")]
     Locked { path: PathBuf, pid: String },
@@ -29,5 +31,21 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 
 pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> StoreError {
     let path = path.into();
-    move |source| StoreError::Io { path, source }
+    move |cause| StoreError::Io { path, cause }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    #[test]
+    fn an_io_error_names_its_cause_once() {
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = io_err("r/run.json")(denied);
+        assert!(e.source().is_none());
+        let msg = e.to_string();
+        assert!(msg.starts_with("r/run.json: "), "{msg}");
+        assert_eq!(msg.matches("ermission denied").count(), 1, "{msg}");
+    }
 }

@@ -33,6 +33,9 @@ pub enum Prior {
     Foreign,
     /// Not valid JSON; what could be read was salvaged.
     Damaged,
+    /// There but not readable (permissions, a folder, a symlink loop): the state is rebuilt
+    /// from the log alone, since the log is the source of truth.
+    Unreadable,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -120,16 +123,20 @@ pub fn rebuild(
     pick: Option<&str>,
     use_snapshot: bool,
 ) -> Result<Rebuilt> {
+    let mut prior = Prior::Missing;
+    let mut prior_detail = None;
     let text = match run_json {
         Some(p) => match std::fs::read(p) {
             Ok(b) => Some(String::from_utf8_lossy(&b).into_owned()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_err(p)(e)),
+            Err(e) => {
+                prior = Prior::Unreadable;
+                prior_detail = Some(format!("cannot be read: {e}"));
+                None
+            }
         },
         None => None,
     };
-    let mut prior = Prior::Missing;
-    let mut prior_detail = None;
     let mut snapshot = None;
     let mut fields = Map::new();
     let mut repairs = Vec::new();
@@ -219,7 +226,7 @@ pub fn rebuild(
             s.max_iterations = v.as_u64();
             s.max_iterations.is_some()
         });
-        if prior != Prior::Missing {
+        if !matches!(prior, Prior::Missing | Prior::Unreadable) {
             differences = compare(&fields, s);
         }
     }
@@ -338,8 +345,14 @@ fn show(v: Option<&Value>) -> String {
 }
 
 /// Writes `run.json` atomically (temp file in the same folder, fsync, rename, fsync folder).
+/// The old file's mode is kept, unless its owner could not read it: a state file rewritten
+/// because it was unreadable must not stay so.
 pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
+    use atomic_write_file::unix::OpenOptionsExt;
+    use std::os::unix::fs::PermissionsExt;
+    let keep_mode = std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o400 != 0);
     let mut f = atomic_write_file::AtomicWriteFile::options()
+        .preserve_mode(keep_mode)
         .open(path)
         .map_err(io_err(path))?;
     f.write_all(contents.as_bytes()).map_err(io_err(path))?;

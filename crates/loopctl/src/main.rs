@@ -7,23 +7,15 @@ mod output;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 // glibc's per-thread arenas grow and shrink with mprotect/madvise on every chunk of a parallel
 // replay (12k syscalls and page refaults per GiB); mimalloc keeps freed pages for reuse.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Exit codes shared by every command.
-pub mod exit {
-    /// Success; for `check`, a clean log.
-    pub const OK: u8 = 0;
-    /// Findings: damaged lines, seq problems, a run.json that disagrees with the log
-    /// (`check`, or any command under `--strict`).
-    pub const FINDINGS: u8 = 1;
-    /// Usage errors, missing runs, unreadable files.
-    pub const ERROR: u8 = 2;
-}
+/// Exit codes shared by every command, and their rules.
+pub use loopctl_core::exit_codes as exit;
 
 #[derive(Parser)]
 #[command(
@@ -37,7 +29,8 @@ pub mod exit {
         RUN is a run folder (holding history.jsonl), a log file (.jsonl/.ndjson), or a run id or \
         alias under the root. The root is --root, else $LOOPCTL_ROOT, else .loopctl/, else \
         aif-loop's .ai-factory/evolution/ when that is what the current folder has.",
-    after_help = "Exit codes: 0 ok, 1 findings (check; any command with --strict), 2 error.\n\
+    after_help = "Exit codes: 0 ok, 1 findings (check; any command with --strict; a log that holds no event), \
+        2 error, 3 a run stagnates (stagnation).\n\
         Examples:\n  loopctl check fixtures/bad-middle\n  loopctl recover .ai-factory/evolution/my-task\n  loopctl list --json | jq '.[] | select(.status==\"running\")'"
 )]
 struct Cli {
@@ -48,10 +41,10 @@ struct Cli {
     #[arg(long, global = true)]
     strict: bool,
     /// Lines longer than this many bytes are reported and skipped.
-    #[arg(long, global = true, default_value_t = loopctl_core::lines::DEFAULT_MAX_LINE, value_name = "BYTES")]
+    #[arg(long, global = true, default_value_t = loopctl_core::lines::DEFAULT_MAX_LINE, value_parser = cmd::values::count_usize(), value_name = "BYTES")]
     max_line_bytes: usize,
     /// Threads used to replay large logs (default: all cores, at most 8).
-    #[arg(long, global = true, value_name = "N")]
+    #[arg(long, global = true, value_parser = cmd::values::count_usize(), value_name = "N")]
     threads: Option<usize>,
     #[command(subcommand)]
     command: Command,
@@ -72,6 +65,8 @@ enum Command {
     Tail(cmd::tail::Args),
     Stagnation(cmd::stagnation::Args),
     Postmortem(cmd::postmortem::Args),
+    Completions(cmd::docs::CompletionsArgs),
+    Man(cmd::docs::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -96,12 +91,55 @@ fn main() -> ExitCode {
         Command::Tail(a) => cmd::tail::run(&ctx, a),
         Command::Stagnation(a) => cmd::stagnation::run(&ctx, a),
         Command::Postmortem(a) => cmd::postmortem::run(&ctx, a),
+        Command::Completions(a) => cmd::docs::completions(Cli::command(), a),
+        Command::Man(a) => cmd::docs::man(Cli::command(), a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             output::error(&format!("{e:#}"));
             ExitCode::from(exit::ERROR)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::error::ErrorKind;
+
+    /// Every command takes the global options after its name too (`loopctl list --root DIR`):
+    /// none of its own arguments may shadow one.
+    #[test]
+    fn every_command_takes_the_global_options_after_its_name() {
+        Cli::command().debug_assert();
+        for sub in Cli::command().get_subcommands() {
+            let name = sub.get_name();
+            let argv = [
+                "loopctl",
+                name,
+                "--root",
+                "R",
+                "--strict",
+                "--max-line-bytes",
+                "7",
+                "--threads",
+                "3",
+            ];
+            match Cli::try_parse_from(argv) {
+                Ok(cli) => {
+                    assert_eq!(
+                        cli.root.as_deref(),
+                        Some(std::path::Path::new("R")),
+                        "{name}"
+                    );
+                    assert!(cli.strict, "{name}");
+                    assert_eq!(cli.max_line_bytes, 7, "{name}");
+                    assert_eq!(cli.threads, Some(3), "{name}");
+                }
+                // Commands with a required argument of their own (run's --loop-file).
+                Err(e) => assert_eq!(e.kind(), ErrorKind::MissingRequiredArgument, "{name}: {e}"),
+            }
         }
     }
 }

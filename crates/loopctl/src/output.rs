@@ -23,14 +23,7 @@ pub fn note(msg: &str) {
 pub fn findings(log: &Path, findings: &[Finding]) {
     const SHOWN: usize = 50;
     for f in findings.iter().take(SHOWN) {
-        warn(&format!(
-            "{}:{}: byte {}: {}: {}",
-            log.display(),
-            f.line,
-            f.offset,
-            kind(f),
-            f.reason
-        ));
+        warn(&finding(log, f));
     }
     if findings.len() > SHOWN {
         warn(&format!(
@@ -39,6 +32,18 @@ pub fn findings(log: &Path, findings: &[Finding]) {
             log.display()
         ));
     }
+}
+
+/// `file:line: byte N: kind: reason`.
+pub fn finding(log: &Path, f: &Finding) -> String {
+    format!(
+        "{}:{}: byte {}: {}: {}",
+        log.display(),
+        f.line,
+        f.offset,
+        kind(f),
+        f.reason
+    )
 }
 
 pub fn kind(f: &Finding) -> String {

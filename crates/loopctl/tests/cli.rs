@@ -49,7 +49,7 @@ fn check_exit_codes_follow_the_documented_contract() {
         .arg(fixture("bad-middle"))
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("history.jsonl:").and(predicate::str::contains("byte")));
+        .stdout(predicate::str::contains("history.jsonl:").and(predicate::str::contains("byte")));
     loopctl()
         .args(["check", "/nonexistent/run"])
         .assert()

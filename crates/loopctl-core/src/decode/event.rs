@@ -258,17 +258,24 @@ impl<'a> Event<'a> {
     }
 }
 
-/// Why a line is not an event.
+/// Why a line is not an event. The JSON error is part of the message, not also a `source()`
+/// (a `{:#}` chain would print it twice).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LineError {
     #[error("not valid JSON: {0}")]
-    Json(#[from] JsonError),
+    Json(JsonError),
     #[error("not a JSON object")]
     NotObject,
     #[error("no \"event\" field")]
     NoEvent,
     #[error("{0}")]
     Unreadable(String),
+}
+
+impl From<JsonError> for LineError {
+    fn from(e: JsonError) -> LineError {
+        LineError::Json(e)
+    }
 }
 
 /// Parses one line (no newline, no BOM, no CR) into an event, detecting its dialect:
@@ -480,6 +487,13 @@ pub fn run_key(line: &str) -> Result<Option<Cow<'_, str>>, JsonError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_json_error_is_named_once() {
+        let e = parse_line("{\"event\":").unwrap_err();
+        assert!(std::error::Error::source(&e).is_none());
+        assert_eq!(e.to_string().matches(" at byte ").count(), 1, "{e}");
+    }
 
     #[test]
     fn detects_each_dialect() {

@@ -8,8 +8,11 @@ use crate::{exit, output};
 /// Report the integrity of a log: events by dialect and type, torn tail, damaged lines, seq
 /// gaps/duplicates/reordering, and whether run.json agrees with the log.
 ///
-/// Exit code: 0 clean; 1 findings (anything in the log, or a run.json that is damaged or
-/// disagrees with the log); 2 the log could not be read.
+/// The whole report, every finding included, goes to stdout in order (`check RUN > report.txt`
+/// keeps it all).
+///
+/// Exit code: 0 clean; 1 findings (anything in the log, a log that holds no event, or a
+/// run.json that is damaged, unreadable or disagrees with the log); 2 the log could not be read.
 #[derive(ClapArgs)]
 pub struct Args {
     #[command(flatten)]
@@ -24,20 +27,31 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let run = ctx.resolve(a.target.run.as_deref())?;
     // With no run.json to compare against, the run states themselves are not needed: the
     // replay only counts and checks (same statistics and findings, less work per event).
-    let compare = run.run_json.as_deref().is_some_and(std::path::Path::exists);
+    // Anything there counts, even what cannot be read (a symlink loop), to be reported.
+    let compare = run
+        .run_json
+        .as_deref()
+        .is_some_and(|p| p.symlink_metadata().is_ok());
     let rebuilt = if compare {
         ctx.rebuild(&run, None, false)?
     } else {
         ctx.count(&run)?
     };
     let o = &rebuilt.outcome;
-    let run_json_bad = matches!(rebuilt.prior, Prior::Damaged | Prior::Mismatch)
-        || !rebuilt.differences.is_empty();
-    let clean = o.findings.is_empty() && !run_json_bad;
+    let run_json_bad = matches!(
+        rebuilt.prior,
+        Prior::Damaged | Prior::Mismatch | Prior::Unreadable
+    ) || !rebuilt.differences.is_empty();
+    let no_event = o.stats.events == 0;
+    let clean = o.findings.is_empty() && !run_json_bad && !no_event;
     if a.json {
+        if no_event {
+            super::no_event(&run.log);
+        }
         output::json_pretty(&json!({
             "log": run.log,
             "clean": clean,
+            "no_event": no_event,
             "runs": o.runs.len(),
             "stats": o.stats,
             "findings": o.findings,
@@ -88,6 +102,12 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 s.unknown
             );
         }
+        if !o.findings.is_empty() {
+            text += &format!("  findings ({}):\n", o.findings.len());
+            for f in &o.findings {
+                text += &format!("    {}\n", output::finding(&run.log, f));
+            }
+        }
         let rj = match rebuilt.prior {
             Prior::Missing => "none".to_string(),
             Prior::Snapshot if rebuilt.differences.is_empty() => "agrees with the log".into(),
@@ -102,18 +122,34 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 "damaged ({})",
                 rebuilt.prior_detail.clone().unwrap_or_default()
             ),
+            Prior::Unreadable => format!(
+                "{}; the log was read alone",
+                rebuilt.prior_detail.clone().unwrap_or_default()
+            ),
         };
         text += &format!("  run.json: {rj}\n");
         for d in &rebuilt.differences {
             text += &format!("    {d}\n");
         }
-        text += if clean {
-            "  clean\n"
+        let mut verdict = Vec::new();
+        if no_event {
+            verdict.push("the log holds no event".to_string());
+        }
+        if !o.findings.is_empty() {
+            verdict.push(format!("{} finding(s) in the log", o.findings.len()));
+        }
+        if run_json_bad {
+            verdict.push(
+                "run.json does not agree with the log: `loopctl recover` rewrites it from the log"
+                    .to_string(),
+            );
+        }
+        if clean {
+            text += "  clean\n";
         } else {
-            "  findings: see above; `loopctl recover` rewrites run.json from the log\n"
-        };
+            text += &format!("  not clean: {}\n", verdict.join("; "));
+        }
         output::print(&text);
-        output::findings(&run.log, &o.findings);
     }
     super::free_at_exit(rebuilt);
     Ok(if clean { exit::OK } else { exit::FINDINGS })

@@ -25,6 +25,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let run = ctx.resolve(a.target.run.as_deref())?;
     let mut out = String::new();
     let mut bad = 0usize;
+    let mut events = 0usize;
     for_each_event(&run.log, ctx.read.max_line, |pos, raw, ev| {
         let ev = match ev {
             Ok(ev) => ev,
@@ -39,6 +40,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 return;
             }
         };
+        events += 1;
         let id = ev.run_id.as_deref().unwrap_or(&run.name);
         if a.run_id.as_deref().is_some_and(|want| want != id) {
             return;
@@ -98,6 +100,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         }
     })?;
     output::print(&out);
+    if events == 0 {
+        return Ok(super::no_event(&run.log));
+    }
     Ok(if bad > 0 && ctx.strict {
         exit::FINDINGS
     } else {

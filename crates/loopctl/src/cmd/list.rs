@@ -24,12 +24,14 @@ use crate::output;
 /// run in it is a row. The log is read in chunks on all threads and only what a row shows is
 /// rebuilt (the same values a full `replay` gives).
 ///
-/// Exit codes: 0 listed; 1 under --strict when a log has findings (damaged lines, seq
-/// problems) or cannot be read; 2 error (no such root, unreadable file).
+/// Exit codes: 0 listed (also when the root holds no run); 1 under --strict when a log has
+/// findings (damaged lines, seq problems) or cannot be read, and for a FILE that holds no
+/// event; 2 error (a named root that does not exist, unreadable file).
 #[derive(ClapArgs)]
 pub struct Args {
     /// Root folder to scan (default: the root), or a log file holding several runs.
-    root: Option<PathBuf>,
+    #[arg(value_name = "ROOT|FILE")]
+    path: Option<PathBuf>,
     /// Print the rows as one JSON array, an object per run (alias, run_id, status,
     /// stop_reason, iteration, max_iterations, phase, last_score, updated_at, events,
     /// findings, path).
@@ -208,6 +210,12 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
             "{damaged} damaged line(s) in {log}; `loopctl check {log}` says where"
         ));
     }
+    if rows.is_empty() {
+        if json {
+            output::print("[]\n");
+        }
+        return Ok(super::no_event(log));
+    }
     let mut code = print_rows(&rows, log, json, true, ctx.read.threads);
     if ctx.strict && !outcome.findings.is_empty() && matches!(code, Ok(exit::OK)) {
         let n = outcome.findings.len();
@@ -225,12 +233,12 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let root = a.root.unwrap_or_else(|| ctx.root.clone());
+    let named = a.path.is_some() || ctx.root_named;
+    let root = a.path.unwrap_or_else(|| ctx.root.clone());
     if root.is_file() {
         return list_file(ctx, &root, a.json);
     }
-    let runs = discover::list_runs(&root)
-        .map_err(|e| anyhow::anyhow!("{e} (is it a loopctl or aif-loop root?)"))?;
+    let runs = discover::runs_under(&root, named)?;
     let bar = if runs.len() > 200 && !a.json {
         ProgressBar::new(runs.len() as u64)
     } else {
@@ -300,7 +308,7 @@ fn print_rows(
         return Ok(exit::OK);
     }
     if rows.is_empty() {
-        output::print(&format!("no runs under {}\n", root.display()));
+        output::print(&super::no_runs(root));
         return Ok(exit::OK);
     }
     let first = if by_run { "RUN" } else { "ALIAS" };

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod clean;
+pub mod docs;
 pub mod history;
 pub mod list;
 pub mod postmortem;
@@ -12,13 +13,14 @@ pub mod stagnation;
 pub mod status;
 pub mod stop;
 pub mod tail;
+pub mod values;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::ReadOptions;
-use loopctl_store::snapshot::{Rebuilt, rebuild};
+use loopctl_store::snapshot::{Prior, Rebuilt, rebuild};
 
 use crate::{exit, output};
 
@@ -38,6 +40,8 @@ pub struct RunArg {
 
 pub struct Ctx {
     pub root: PathBuf,
+    /// Whether the user named the root (`--root`, `$LOOPCTL_ROOT`): then it must exist.
+    pub root_named: bool,
     pub strict: bool,
     pub read: ReadOptions,
 }
@@ -49,13 +53,19 @@ impl Ctx {
             ..ReadOptions::default()
         };
         if let Some(t) = threads {
-            read.threads = t.max(1);
+            read.threads = t;
         }
         Ctx {
             root: discover::default_root(root),
+            root_named: root.is_some(),
             strict,
             read,
         }
+    }
+
+    /// The run folders under the root (none when the default root does not exist yet).
+    pub fn runs(&self) -> anyhow::Result<Vec<RunRef>> {
+        Ok(discover::runs_under(&self.root, self.root_named)?)
     }
 
     pub fn resolve(&self, spec: Option<&str>) -> anyhow::Result<RunRef> {
@@ -69,21 +79,30 @@ impl Ctx {
         }
     }
 
-    /// Rebuilds `run` from its log (and its run.json, as snapshot or salvage source).
+    /// Rebuilds `run` from its log (and its run.json, as snapshot or salvage source). A
+    /// run.json that cannot be read is warned about and the log alone is used.
     pub fn rebuild(
         &self,
         run: &RunRef,
         pick: Option<&str>,
         use_snapshot: bool,
     ) -> anyhow::Result<Rebuilt> {
-        rebuild(
+        let rebuilt = rebuild(
             &run.log,
             run.run_json.as_deref(),
             &self.opts_for(run),
             pick,
             use_snapshot,
         )
-        .with_context(|| format!("replaying {}", run.log.display()))
+        .with_context(|| format!("replaying {}", run.log.display()))?;
+        if let (Prior::Unreadable, Some(path)) = (&rebuilt.prior, &run.run_json) {
+            output::warn(&format!(
+                "{} {}; using the log alone (fields only run.json holds, such as task and criteria, are missing)",
+                path.display(),
+                rebuilt.prior_detail.as_deref().unwrap_or("cannot be read"),
+            ));
+        }
+        Ok(rebuilt)
     }
 
     /// `rebuild` for statistics and findings only: the run states hold just their ids, event
@@ -111,4 +130,15 @@ impl Ctx {
         }
         exit::OK
     }
+}
+
+/// What `list` and `status` say when a root holds no run.
+pub fn no_runs(root: &Path) -> String {
+    format!("no runs under {}\n", root.display())
+}
+
+/// Says that `log` holds no event; the code every command reading one log exits with then.
+pub fn no_event(log: &Path) -> u8 {
+    output::warn(&exit::no_event(&log.display().to_string()));
+    exit::NO_EVENT
 }

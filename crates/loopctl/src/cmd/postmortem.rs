@@ -26,7 +26,8 @@ enum FormatArg {
 #[command(after_help = "\
 Formats: text (default), md (Markdown to paste into an issue), json (stable field names).
 
-Exit codes: 0 report printed; 1 findings in the log under --strict; 2 error (usage, missing
+Exit codes: 0 report printed; 1 findings in the log under --strict, or a log that holds no
+event; 2 error (usage, missing
 run, unreadable file, no such --run-id). Damaged lines are reported on stderr and skipped.
 
 Examples:
@@ -52,6 +53,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let run = ctx.resolve(a.target.run.as_deref())?;
     let loaded = load(ctx, run)?;
     let runs = &loaded.outcome.runs;
+    if runs.is_empty() {
+        return Ok(super::no_event(&loaded.run.log));
+    }
     let state = match &a.run_id {
         Some(id) => runs.get(id).ok_or_else(|| {
             anyhow::anyhow!(
@@ -62,7 +66,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         })?,
         None => {
             let Some(s) = folder_run(&loaded.outcome, &loaded.run.name) else {
-                anyhow::bail!("{}: the log holds no event", loaded.run.log.display());
+                return Ok(super::no_event(&loaded.run.log));
             };
             if runs.len() > 1 {
                 output::note(&format!(
@@ -80,7 +84,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         .get(&state.run_id)
         .cloned()
         .unwrap_or_default();
-    let verdict = assess(&trace, &a.config.config(), Some(now()));
+    let verdict = assess(&trace, &a.config.config()?, Some(now()));
     let report = Report::build(state, &trace, &verdict);
     let format = match (a.json, a.format) {
         (true, _) | (_, Some(FormatArg::Json)) => Format::Json,

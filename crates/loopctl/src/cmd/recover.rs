@@ -40,10 +40,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         );
     }
     let Some(text) = rebuilt.run_json() else {
-        anyhow::bail!(
-            "{}: the log holds no event; nothing to recover from (start a new run)",
-            run.log.display()
-        );
+        return Ok(super::no_event(&run.log));
     };
     let target = run
         .run_json
@@ -108,9 +105,12 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         }
         if let Some(k) = &kept {
             output::print(&format!("  kept the previous file as {}\n", k.display()));
+        } else if rebuilt.prior == Prior::Unreadable && !a.dry_run {
+            output::print("  replaced the previous file without a copy: it could not be read\n");
         }
     }
-    if rebuilt.prior == Prior::Damaged && code == exit::OK && ctx.strict {
+    if matches!(rebuilt.prior, Prior::Damaged | Prior::Unreadable) && code == exit::OK && ctx.strict
+    {
         code = exit::FINDINGS;
     }
     Ok(code)

@@ -2,7 +2,7 @@ use clap::Args as ClapArgs;
 use loopctl_core::RunState;
 
 use super::Ctx;
-use crate::{exit, output};
+use crate::output;
 
 /// Print the state rebuilt from the log: exactly the run.json `recover` would write.
 ///
@@ -59,10 +59,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     }
     match rebuilt.run_json() {
         Some(text) => output::print(&text),
-        None => {
-            output::error(&format!("{}: the log holds no event", run.log.display()));
-            return Ok(exit::FINDINGS);
-        }
+        None => return Ok(super::no_event(&run.log)),
     }
     super::free_at_exit(rebuilt);
     Ok(code)

@@ -16,17 +16,11 @@ use serde_json::Value;
 use super::Ctx;
 use crate::output;
 
-fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s)
-        .or_else(|_| s.parse::<u64>().map(Duration::from_secs).map_err(|_| ()))
-        .map_err(|_| format!("{s:?} is not a duration (try 90s, 30m, 1h30m)"))
-}
-
 /// Output and safety flags shared by `run` and `resume`.
 #[derive(ClapArgs)]
 pub struct Common {
     /// Stop the whole run after this long (90s, 30m, 2h): TIMEOUT sentinel, exit 124.
-    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    #[arg(long, value_parser = super::values::positive_duration, value_name = "DURATION")]
     timeout: Option<Duration>,
     /// Write Avenor's sentinel file here when the run ends (DONE, BLOCKED, FAILED, TIMEOUT, KILLED).
     #[arg(long, value_name = "FILE")]
@@ -91,7 +85,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     max_retries: u64,
     /// First retry delay.
-    #[arg(long, value_parser = duration, default_value = "2s", value_name = "DURATION")]
+    #[arg(long, value_parser = super::values::duration, default_value = "2s", value_name = "DURATION")]
     retry_base: Duration,
     /// Run id (default: <loop-file-stem>-<yyyyMMdd-HHmmss>); also the run folder's name.
     #[arg(long)]

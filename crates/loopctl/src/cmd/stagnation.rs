@@ -13,11 +13,8 @@ use loopctl_store::read::{for_each_event, replay_file};
 use owo_colors::OwoColorize;
 use serde_json::json;
 
-use super::Ctx;
+use super::{Ctx, values};
 use crate::{exit, output};
-
-/// Exit code of `stagnation` when a run stagnates.
-pub const STAGNATING: u8 = 3;
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum ResetArg {
@@ -25,18 +22,14 @@ enum ResetArg {
     Never,
 }
 
-fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|_| format!("{s:?} is not a duration (try 90s, 30m, 2h)"))
-}
-
 /// The loop file's "stagnation" settings as flags; each defaults to the loop file default.
 #[derive(ClapArgs)]
 pub struct ConfigArgs {
     /// A score gain under this is no progress [default: 0.02].
-    #[arg(long, value_name = "X")]
+    #[arg(long, value_parser = values::non_negative, value_name = "X")]
     min_delta: Option<f64>,
     /// Evaluations without progress (and without fail blockers) that stagnate [default: 2].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = values::count_u64(), value_name = "N")]
     limit: Option<u64>,
     /// When the score count goes back to 0: on-progress (a gain of min-delta) or never
     /// [default: on-progress].
@@ -44,26 +37,27 @@ pub struct ConfigArgs {
     reset: Option<ResetArg>,
     /// Same failed rules in N evaluations, or same error in N failed attempts of a phase, in a
     /// row [default: 3].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = values::count_u64(), value_name = "N")]
     repeat: Option<u64>,
     /// Iterations in a row that leave the git commit and work tree unchanged [default: 1].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = values::count_u64(), value_name = "N")]
     no_change: Option<u64>,
-    /// Scores looked at for oscillation [default: 6].
-    #[arg(long, value_name = "N")]
+    /// Scores looked at for oscillation, at least 4 [default: 6].
+    #[arg(long, value_parser = values::usize_from(4), value_name = "N")]
     window: Option<usize>,
     /// Direction changes in the window that count as oscillation [default: 3].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = values::count_usize(), value_name = "N")]
     turns: Option<usize>,
     /// A running run with no event for this long is stalled (90s, 30m, 2h) [default: 30m].
-    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    #[arg(long, value_parser = values::positive_duration, value_name = "DURATION")]
     stalled_after: Option<Duration>,
 }
 
 impl ConfigArgs {
-    pub fn config(&self) -> Config {
+    /// The settings, defaults filled in; an error when `--turns` cannot happen in `--window`.
+    pub fn config(&self) -> anyhow::Result<Config> {
         let d = Config::default();
-        Config {
+        let cfg = Config {
             min_delta: self.min_delta.unwrap_or(d.min_delta),
             limit: self.limit.unwrap_or(d.limit),
             reset: match self.reset {
@@ -79,7 +73,16 @@ impl ConfigArgs {
                 t.as_millis().min(u128::from(u64::MAX)) as u64
             }),
             stop_on: d.stop_on,
+        };
+        // A window of N scores has at most N-2 direction changes.
+        let (w, t) = (cfg.oscillation_window, cfg.oscillation_turns);
+        if t + 2 > w {
+            anyhow::bail!(
+                "--turns {t} can never happen in a --window of {w} scores (at most {} direction changes): raise --window or lower --turns",
+                w.saturating_sub(2)
+            );
         }
+        Ok(cfg)
     }
 }
 
@@ -89,8 +92,9 @@ impl ConfigArgs {
 /// rule ids and event seqs involved.
 #[derive(ClapArgs)]
 #[command(after_help = "\
-Exit codes: 0 every run is healthy; 3 at least one run stagnates; 1 findings in a log under
---strict (when no run stagnates); 2 error (usage, missing run, unreadable file).
+Exit codes: 0 every run is healthy; 3 at least one run stagnates; 1 a log that holds no
+event, or findings in a log under --strict (when no run stagnates); 2 error (usage, missing
+run, unreadable file).
 
 Detectors (docs/postmortem.md):
   score             aif-loop's rule: gain < min-delta with no fail blockers, `limit` times
@@ -188,7 +192,7 @@ pub fn verdict_text(state: &RunState, log: &std::path::Path, v: &Verdict) -> Str
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let cfg = a.config.config();
+    let cfg = a.config.config()?;
     let specs: Vec<Option<&str>> = if a.runs.is_empty() {
         vec![None]
     } else {
@@ -196,6 +200,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     };
     let now = now();
     let mut any = false;
+    let mut empty = false;
     let mut findings = 0usize;
     let mut reports = Vec::new();
     let mut text = String::new();
@@ -204,10 +209,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         let loaded = load(ctx, run)?;
         findings += loaded.outcome.findings.len();
         if loaded.outcome.runs.is_empty() {
-            output::warn(&format!(
-                "{}: the log holds no event",
-                loaded.run.log.display()
-            ));
+            super::no_event(&loaded.run.log);
+            empty = true;
         }
         for (state, trace) in loaded.runs() {
             let v = assess(trace, &cfg, Some(now));
@@ -232,12 +235,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     } else {
         output::print(&text);
     }
-    Ok(if any {
-        STAGNATING
-    } else if ctx.strict && findings > 0 {
+    let strict_findings = ctx.strict && findings > 0;
+    if strict_findings && !any {
         output::error(&format!("{findings} finding(s) in the log(s) (--strict)"));
-        exit::FINDINGS
-    } else {
-        exit::OK
-    })
+    }
+    Ok(exit::of_reading(any, empty, strict_findings))
 }

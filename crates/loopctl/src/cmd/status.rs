@@ -19,8 +19,11 @@ pub struct Args {
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let current = discover::read_current(&ctx.root);
     if a.target.run.is_none() && current.is_none() {
+        let none = ctx.runs()?.is_empty();
         if a.json {
             output::json_pretty(&json!({ "active": null }));
+        } else if none {
+            output::print(&super::no_runs(&ctx.root));
         } else {
             output::print(&format!(
                 "no active loop ({} has no current.json)\n",
@@ -33,7 +36,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let rebuilt = ctx.rebuild(&run, None, true)?;
     let code = ctx.report_findings(&run, &rebuilt);
     let Some(s) = rebuilt.state.as_ref() else {
-        anyhow::bail!("{}: the log holds no event", run.log.display());
+        return Ok(super::no_event(&run.log));
     };
     // current.json is a hint: the log decides whether the run it names is still going.
     let stale_current = a.target.run.is_none() && s.is_terminal();

@@ -68,7 +68,7 @@ pub struct Args {
     #[arg(long)]
     until_done: bool,
     /// How often to check files when no notification arrives, in milliseconds.
-    #[arg(long, default_value_t = 250, value_name = "MS")]
+    #[arg(long, default_value_t = 250, value_parser = super::values::count_u64(), value_name = "MS")]
     poll_ms: u64,
 }
 

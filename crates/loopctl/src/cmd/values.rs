@@ -1,0 +1,46 @@
+//! Value parsers for numeric flags: a bad value is a usage error (clap's message, exit 2)
+//! before any command runs, never a setting that silently changes a verdict.
+
+use std::time::Duration;
+
+use clap::builder::RangedU64ValueParser;
+
+/// A count of at least 1 (`--threads 0`, `--limit 0` are refused).
+pub fn count_u64() -> RangedU64ValueParser<u64> {
+    RangedU64ValueParser::new().range(1..)
+}
+
+/// `count_u64` for `usize` settings.
+pub fn count_usize() -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::new().range(1..)
+}
+
+/// At least `min`, for `usize` settings.
+pub fn usize_from(min: u64) -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::new().range(min..)
+}
+
+/// A finite number >= 0: NaN, infinities and negative values are refused (a NaN threshold
+/// makes every comparison false, so a healthy run would read as stagnating).
+pub fn non_negative(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        Ok(_) => Err(format!("{s:?} must be a finite number >= 0")),
+        Err(_) => Err(format!("{s:?} is not a number")),
+    }
+}
+
+/// A duration such as 90s, 30m, 1h30m, or plain seconds.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s)
+        .or_else(|_| s.parse::<u64>().map(Duration::from_secs).map_err(|_| ()))
+        .map_err(|_| format!("{s:?} is not a duration (try 90s, 30m, 1h30m)"))
+}
+
+/// `duration`, longer than zero.
+pub fn positive_duration(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d.is_zero() => Err(format!("{s:?} must be longer than zero")),
+        d => Ok(d),
+    }
+}

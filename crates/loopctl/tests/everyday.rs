@@ -1,0 +1,618 @@
+//! One consistent CLI (issue 16): global options anywhere, validated numbers, completions and
+//! man pages, honest exit codes for empty roots and logs, findings in the report, and a
+//! run.json that cannot be read never hiding the log.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use loopctl_tests::repo;
+use serde_json::Value;
+
+fn loopctl() -> Command {
+    let mut c = Command::cargo_bin("loopctl").unwrap();
+    c.env_remove("LOOPCTL_ROOT").env("NO_COLOR", "1");
+    c
+}
+
+fn fixture(name: &str) -> PathBuf {
+    repo().join("fixtures").join(name)
+}
+
+fn run(args: &[&str]) -> Output {
+    loopctl().args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The subcommands `loopctl --help` lists.
+fn subcommands() -> Vec<String> {
+    let help = text(&run(&["--help"]).stdout);
+    let mut in_list = false;
+    let mut out = Vec::new();
+    for line in help.lines() {
+        if line.starts_with("Commands:") {
+            in_list = true;
+        } else if in_list && !line.starts_with("  ") {
+            break;
+        } else if in_list && !line.starts_with("   ") {
+            let name = line.split_whitespace().next().unwrap().to_string();
+            if name != "help" {
+                out.push(name);
+            }
+        }
+    }
+    assert!(out.len() > 10, "{help}");
+    out
+}
+
+#[test]
+fn global_options_work_after_the_subcommand() {
+    let fixtures = repo().join("fixtures");
+    let fx = fixtures.to_str().unwrap();
+    let out = run(&["list", "--root", fx, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["alias"] == "native-clean")
+    );
+    // The same rows as with the option before the subcommand.
+    assert_eq!(out.stdout, run(&["--root", fx, "list", "--json"]).stdout);
+
+    let out = run(&["status", "native-clean", "--root", fx, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // --strict after the subcommand turns findings into exit 1.
+    let bad = fixture("bad-middle");
+    let bad = bad.to_str().unwrap();
+    assert_eq!(run(&["replay", bad]).status.code(), Some(0));
+    assert_eq!(run(&["replay", bad, "--strict"]).status.code(), Some(1));
+    assert_eq!(run(&["history", bad, "--strict"]).status.code(), Some(1));
+    // --max-line-bytes after the subcommand: every line is longer than 10 bytes.
+    let clean = fixture("native-clean");
+    let clean = clean.to_str().unwrap();
+    let out = run(&["check", clean, "--json", "--max-line-bytes", "10"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stats"]["events"], 0, "{v}");
+    assert_eq!(out.status.code(), Some(1));
+    // --threads after the subcommand.
+    for cmd in ["replay", "stagnation", "postmortem", "check"] {
+        let out = run(&[cmd, clean, "--threads", "2"]);
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn numeric_flags_refuse_bad_values_with_a_usage_error() {
+    let healthy = fixture("healthy-native");
+    let healthy = healthy.to_str().unwrap();
+    let loop_file = repo().join("examples/fix-the-tests/loop.json");
+    let loop_file = loop_file.to_str().unwrap();
+    // (command line before the flag, flag, bad values, a good value)
+    let mut table: Vec<(Vec<&str>, &str, &[&str], &str)> = vec![
+        (vec!["replay", healthy], "--threads", &["0", "-1", "x"], "2"),
+        (
+            vec!["replay", healthy],
+            "--max-line-bytes",
+            &["0", "-5", "1e3"],
+            "4096",
+        ),
+        (vec!["list", healthy], "--threads", &["0"], "1"),
+        (vec!["list", healthy], "--max-line-bytes", &["0"], "100000"),
+        (
+            vec!["tail", healthy, "--no-follow"],
+            "--poll-ms",
+            &["0"],
+            "100",
+        ),
+        (
+            vec!["tail", healthy, "--no-follow"],
+            "--lines",
+            &["-1", "x"],
+            "0",
+        ),
+        (
+            vec!["tail", healthy, "--no-follow"],
+            "--iteration",
+            &["-1", "x"],
+            "2",
+        ),
+        (
+            vec!["run", "--loop-file", loop_file],
+            "--timeout",
+            &["0", "0s", "x"],
+            "",
+        ),
+        (
+            vec!["run", "--loop-file", loop_file],
+            "--retry-base",
+            &["x", "-1s"],
+            "",
+        ),
+        (
+            vec!["run", "--loop-file", loop_file],
+            "--max-retries",
+            &["-1"],
+            "",
+        ),
+        (vec!["resume", healthy], "--timeout", &["0"], ""),
+        (vec!["stop", healthy], "--wait", &["-1", "x"], ""),
+    ];
+    // stagnation and postmortem share their detector settings.
+    for cmd in ["stagnation", "postmortem"] {
+        table.extend([
+            (
+                vec![cmd, healthy],
+                "--min-delta",
+                &["NaN", "nan", "inf", "-0.1", "x"][..],
+                "0.05",
+            ),
+            (vec![cmd, healthy], "--limit", &["0", "-1"], "3"),
+            (vec![cmd, healthy], "--repeat", &["0"], "2"),
+            (vec![cmd, healthy], "--no-change", &["0"], "2"),
+            (vec![cmd, healthy], "--window", &["0", "3"], "8"),
+            (vec![cmd, healthy], "--turns", &["0"], "2"),
+            (
+                vec![cmd, healthy],
+                "--stalled-after",
+                &["0s", "0", "soon"],
+                "5m",
+            ),
+        ]);
+    }
+    for (before, flag, bad, good) in &table {
+        for v in *bad {
+            let out = loopctl()
+                .args(before)
+                .arg(format!("{flag}={v}"))
+                .output()
+                .unwrap();
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{before:?} {flag} {v}: {err}");
+            assert!(
+                err.contains("invalid value") && err.contains(flag),
+                "{before:?} {flag} {v}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "{before:?} {flag} {v}");
+        }
+        if !good.is_empty() {
+            let out = loopctl()
+                .args(before)
+                .arg(format!("{flag}={good}"))
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{before:?} {flag} {good}: {}",
+                text(&out.stderr)
+            );
+        }
+    }
+    // A window too short for the turns asked for is refused, naming both.
+    let out = run(&["stagnation", healthy, "--window", "4", "--turns", "3"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--turns 3") && err.contains("--window of 4"),
+        "{err}"
+    );
+}
+
+#[test]
+fn completions_name_every_subcommand_and_bash_accepts_them() {
+    let subs = subcommands();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let script = text(&out.stdout);
+        for s in &subs {
+            assert!(script.contains(s.as_str()), "{shell} completion lacks {s}");
+        }
+        for opt in ["--root", "--strict", "--json", "--min-delta"] {
+            assert!(
+                script.contains(opt.trim_start_matches('-')),
+                "{shell}: {opt}"
+            );
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("loopctl.bash");
+    std::fs::write(&script, run(&["completions", "bash"]).stdout).unwrap();
+    let check = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "bash -n: {}", text(&check.stderr));
+    // Sourced, it registers a completion for loopctl.
+    let reg = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {} && complete -p loopctl",
+            script.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        text(&reg.stdout).contains("loopctl"),
+        "{}",
+        text(&reg.stderr)
+    );
+    let bad = run(&["completions", "tcsh"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+fn has_man() -> bool {
+    std::process::Command::new("man")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn the_man_page_renders_with_every_subcommand() {
+    let out = run(&["man"]);
+    assert_eq!(out.status.code(), Some(0));
+    let page = text(&out.stdout);
+    assert!(page.starts_with(".ie") || page.contains("\n.TH"), "{page}");
+    assert!(page.contains(".TH loopctl 1"), "{page}");
+    let subs = subcommands();
+    for s in &subs {
+        assert!(
+            page.contains(&format!("loopctl\\-{s}")),
+            "man page lacks {s}"
+        );
+    }
+    assert!(page.contains("LOOPCTL_ROOT"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["man", "--out", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let one = |p: &Path| std::fs::read_to_string(p).unwrap();
+    assert!(one(&dir.path().join("loopctl.1")).contains(".TH loopctl 1"));
+    for s in &subs {
+        let p = dir.path().join(format!("loopctl-{s}.1"));
+        assert!(
+            one(&p).contains(&format!(".TH loopctl-{s} 1")),
+            "{}",
+            p.display()
+        );
+    }
+    if !has_man() {
+        eprintln!("notice: man not installed; the pages are not rendered");
+        return;
+    }
+    let rendered = std::process::Command::new("man")
+        .env("MANWIDTH", "100")
+        .args(["-E", "ascii", "-P", "cat", "-l"])
+        .arg(dir.path().join("loopctl-stagnation.1"))
+        .output()
+        .unwrap();
+    // Bold and underline come as overstrikes (c, backspace, c): keep the last of each.
+    let mut r = String::new();
+    for c in text(&rendered.stdout).chars() {
+        if c == '\u{8}' {
+            r.pop();
+        } else {
+            r.push(c);
+        }
+    }
+    assert!(rendered.status.success(), "{}", text(&rendered.stderr));
+    assert!(r.contains("--min-delta"), "{r}");
+}
+
+/// A copy of a fixture run folder in a fresh temp dir: (guard, run folder).
+fn run_copy(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for e in std::fs::read_dir(fixture(name)).unwrap().flatten() {
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+    (tmp, dir)
+}
+
+/// status, check and recover over a run whose run.json is `blocked` (something that cannot be
+/// read), run by `cmd`: each reads the log, names the file and the reason once, and goes on.
+fn unreadable_state_is_only_a_warning(dir: &Path, why: &str, cmd: impl Fn() -> Command) {
+    let out = cmd().arg("status").arg(dir).output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "status: {err}");
+    assert!(
+        text(&out.stdout).contains("completed (threshold_reached)"),
+        "{err}"
+    );
+    assert!(err.contains("run.json") && err.contains(why), "{err}");
+    assert_eq!(err.matches(why).count(), 1, "the cause once: {err}");
+
+    let out = cmd().args(["check"]).arg(dir).output().unwrap();
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "check: {}", text(&out.stderr));
+    assert!(report.contains("7 events in 1 run(s)"), "{report}");
+    assert!(
+        report.contains(&format!("run.json: cannot be read: {why}")),
+        "{report}"
+    );
+    let out = cmd().args(["check", "--json"]).arg(dir).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["run_json"]["prior"], "unreadable", "{v}");
+    assert_eq!(v["stats"]["events"], 7);
+
+    let out = cmd().args(["replay"]).arg(dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "replay: {}", text(&out.stderr));
+}
+
+#[test]
+fn an_unreadable_run_json_does_not_stop_reading_the_log() {
+    // A folder where run.json should be: not even root can read it, nor replace it.
+    let (_g, dir) = run_copy("native-clean");
+    std::fs::create_dir(dir.join("run.json")).unwrap();
+    unreadable_state_is_only_a_warning(&dir, "Is a directory", loopctl);
+    let out = loopctl().arg("recover").arg(&dir).output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("run.json: Is a directory"), "{err}");
+    assert_eq!(
+        err.matches("Is a directory (os error 21)").count(),
+        2,
+        "a warning and the error, each naming it once: {err}"
+    );
+    assert!(!err.contains("(os error 21): Is a directory"), "{err}");
+
+    // A symlink loop: unreadable for root too, but recover replaces it with the log's state.
+    let (_g, dir) = run_copy("native-clean");
+    std::os::unix::fs::symlink("run.json", dir.join("run.json")).unwrap();
+    unreadable_state_is_only_a_warning(&dir, "Too many levels of symbolic links", loopctl);
+    let out = loopctl().arg("recover").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("replaced the previous file without a copy"));
+    let v: Value = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(v["status"], "completed");
+}
+
+/// Mode 000 as a user who is not root (root reads anything): as `nobody` via setpriv when the
+/// tests run as root.
+#[test]
+fn a_run_json_at_mode_000_is_warned_about_and_replaced_readable() {
+    use std::os::unix::fs::{PermissionsExt, chown};
+    let (tmp, dir) = run_copy("native-clean");
+    loopctl().arg("recover").arg(&dir).assert().code(0);
+    // A fresh folder belongs to the effective user.
+    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(tmp.path()).unwrap()) == 0;
+    let bin = assert_cmd::cargo::cargo_bin("loopctl");
+    let cmd = || {
+        let mut c = if root {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&bin);
+            c
+        } else {
+            Command::new(&bin)
+        };
+        c.env_remove("LOOPCTL_ROOT").env("NO_COLOR", "1");
+        c
+    };
+    if root {
+        let usable = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !usable {
+            eprintln!(
+                "notice: skipping: running as root and `setpriv` cannot run loopctl as nobody"
+            );
+            return;
+        }
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        for p in [dir.clone(), dir.join("history.jsonl"), dir.join("run.json")] {
+            chown(&p, Some(65534), Some(65534)).unwrap();
+        }
+    }
+    std::fs::set_permissions(dir.join("run.json"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    unreadable_state_is_only_a_warning(&dir, "Permission denied", cmd);
+    let out = cmd().arg("recover").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mode = std::fs::metadata(dir.join("run.json"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o444,
+        0o444,
+        "the rewritten run.json is readable: {mode:o}"
+    );
+    let out = cmd().arg("check").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}
+
+#[test]
+fn check_keeps_its_findings_in_the_report_written_to_a_file() {
+    for (name, n) in [("bad-middle", 5), ("seq-problems", 4)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let report = tmp.path().join("report.txt");
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("loopctl"))
+            .env("NO_COLOR", "1")
+            .arg("check")
+            .arg(fixture(name))
+            .stdout(std::fs::File::create(&report).unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let text = std::fs::read_to_string(&report).unwrap();
+        assert!(!text.contains("see above"), "{text}");
+        let lines: Vec<u64> = text
+            .lines()
+            .filter_map(|l| l.trim().split_once("history.jsonl:"))
+            .filter_map(|(_, rest)| rest.split(':').next()?.parse().ok())
+            .collect();
+        assert_eq!(
+            lines.len(),
+            n,
+            "{name}: every finding in the report: {text}"
+        );
+        assert!(lines.is_sorted(), "{name}: in log order: {lines:?}");
+        // The verdict comes after them and counts them; nothing is left on stderr alone.
+        let verdict = text.lines().last().unwrap();
+        assert!(
+            verdict.contains(&format!("not clean: {n} finding(s)")),
+            "{text}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("byte"),
+            "{name}"
+        );
+        // --json holds the same findings.
+        let json = run(&["check", "--json", fixture(name).to_str().unwrap()]);
+        let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+        let offsets: Vec<u64> = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["line"].as_u64().unwrap())
+            .collect();
+        assert_eq!(offsets, lines, "{name}");
+    }
+}
+
+#[test]
+fn no_runs_is_said_the_same_way_by_list_and_status_with_exit_0() {
+    let tmp = tempfile::tempdir().unwrap();
+    let here = || {
+        let mut c = loopctl();
+        c.current_dir(tmp.path());
+        c
+    };
+    // No .loopctl here at all: nothing was run here yet.
+    for cmd in ["list", "status"] {
+        let out = here().arg(cmd).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "no runs under .loopctl\n", "{cmd}");
+    }
+    assert_eq!(
+        text(&here().args(["list", "--json"]).output().unwrap().stdout),
+        "[]\n"
+    );
+    let v: Value =
+        serde_json::from_slice(&here().args(["status", "--json"]).output().unwrap().stdout)
+            .unwrap();
+    assert_eq!(v["active"], Value::Null);
+    // A named root that exists but holds no run.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for cmd in ["list", "status"] {
+        let out = here().arg(cmd).arg("--root").arg(&empty).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{cmd}");
+        assert!(text(&out.stdout).starts_with("no runs under "), "{cmd}");
+    }
+    // A named root that does not exist is an error naming it, however it is named.
+    let missing = tmp.path().join("missing-root");
+    for cmd in ["list", "status"] {
+        let by_flag = here()
+            .arg(cmd)
+            .arg("--root")
+            .arg(&missing)
+            .output()
+            .unwrap();
+        let by_env = here()
+            .arg(cmd)
+            .env("LOOPCTL_ROOT", &missing)
+            .output()
+            .unwrap();
+        for out in [by_flag, by_env] {
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+            assert!(
+                err.contains("missing-root") && err.contains("does not exist"),
+                "{cmd}: {err}"
+            );
+        }
+    }
+    let out = here().arg("list").arg(&missing).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_log_with_no_event_gets_the_same_answer_from_every_read_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let logs = [
+        ("empty", ""),
+        ("blank", "\n\n  \n"),
+        ("damaged", "not json\n{\"no_event\":1}\n"),
+    ];
+    for (name, content) in logs {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("history.jsonl"), content).unwrap();
+        let log = dir.join("history.jsonl");
+        let (d, l) = (dir.to_str().unwrap(), log.to_str().unwrap());
+        let commands: &[&[&str]] = &[
+            &["status", d],
+            &["replay", d],
+            &["replay", d, "--json"],
+            &["history", d],
+            &["history", d, "--json"],
+            &["check", d],
+            &["check", d, "--json"],
+            &["recover", d],
+            &["postmortem", d],
+            &["postmortem", d, "--format", "md"],
+            &["stagnation", d],
+            &["stagnation", d, "--json"],
+            &["list", l],
+            &["list", l, "--json"],
+        ];
+        for args in commands {
+            for strict in [false, true] {
+                let mut c = loopctl();
+                c.args(*args);
+                if strict {
+                    c.arg("--strict");
+                }
+                let out = c.output().unwrap();
+                let all = text(&out.stdout) + &text(&out.stderr);
+                assert_eq!(
+                    out.status.code(),
+                    Some(1),
+                    "{name}: {args:?} strict={strict}: {all}"
+                );
+                assert!(
+                    all.contains("the log holds no event"),
+                    "{name}: {args:?}: {all}"
+                );
+            }
+        }
+        let v: Value = serde_json::from_slice(&run(&["check", d, "--json"]).stdout).unwrap();
+        assert_eq!(
+            (v["clean"].clone(), v["no_event"].clone()),
+            (Value::Bool(false), Value::Bool(true))
+        );
+        assert!(
+            !dir.join("run.json").exists(),
+            "recover wrote nothing for {name}"
+        );
+    }
+    // Over several logs, a stagnating run still decides the code.
+    let empty = tmp.path().join("empty");
+    let stuck = fixture("stagnating-native");
+    let out = loopctl()
+        .arg("stagnation")
+        .arg(&empty)
+        .arg(&stuck)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let out = loopctl()
+        .arg("stagnation")
+        .arg(&empty)
+        .arg(fixture("healthy-native"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+}
