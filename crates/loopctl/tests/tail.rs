@@ -304,6 +304,11 @@ fn until_done_exits_with_the_sentinels_code() {
     for (payload, code) in [
         (json!({"exit_reason": "marker"}), 0),
         (json!({"exit_reason": "max_iterations"}), 0),
+        (
+            json!({"exit_reason": "max_iterations", "reason": "stagnation"}),
+            3,
+        ),
+        (json!({"reason": "stagnation"}), 3),
         (json!({"exit_reason": "abort", "exit_label": "stuck"}), 5),
         (json!({"exit_reason": "phase_failure", "exit_code": 3}), 3),
         (json!({"exit_reason": "timeout"}), 124),
@@ -432,4 +437,31 @@ impl AssertFailure for Command {
         );
         assert!(String::from_utf8_lossy(&out.stderr).contains("--since"));
     }
+}
+
+/// The bundled never-green example stops for stagnation (exit 3): `tail --until-done` on its
+/// root exits with that code too, not one of its own.
+#[test]
+fn until_done_exits_3_for_a_run_that_stopped_for_stagnation() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/never-green");
+    for f in std::fs::read_dir(&example).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
+    }
+    let root = dir.path().join(".loopctl");
+    let run = Command::new(cargo_bin("loopctl"))
+        .current_dir(dir.path())
+        .env_remove("LOOPCTL_ROOT")
+        .args(["run", "--loop-file", "loop.json", "--dir", ".", "-q"])
+        .args(["--run-id", "never-green", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(3), "{run:?}");
+    let out = tail_cmd(&["--until-done", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
 }

@@ -1,8 +1,10 @@
 //! Loop rules, the decisions a loop takes: loop files, workflow markers, the next step and the
-//! sentinel, `when` transition rules and task-chain branches, evaluation criteria, escalation.
+//! sentinel, the exit code a run's end gives, `when` transition rules and task-chain branches,
+//! evaluation criteria, escalation.
 
 pub mod criteria;
 pub mod escalation;
+pub mod exit_code;
 pub mod loop_file;
 pub mod markers;
 pub mod next_step;

@@ -11,6 +11,8 @@ use serde_json::Value;
 use crate::event::{Event, Kind};
 use crate::loopfile::PhaseKind;
 use crate::markers::{Directive, Marker};
+use crate::rules::exit_code::{EndFacts, RunExit};
+use crate::state::Status;
 
 /// Where a phase sits in the loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -533,48 +535,41 @@ pub struct Sentinel {
 }
 
 impl Sentinel {
+    /// The sentinel of an ending; its status line and code come from `RunExit`, the rule a
+    /// reader of the log applies to the `stopped` event written for the same ending.
     pub fn for_ending(e: &Ending, session: &str, run_id: &str) -> Sentinel {
-        let failing_code = e.exit_code.filter(|&c| c != 0).unwrap_or(1);
-        if let Some(d) = &e.decided {
-            let (status, code) = match (d.blocked, d.reason.as_str()) {
-                (true, _) => ("BLOCKED", 5),
-                (_, "stagnation") => ("DONE", 3),
-                _ => ("DONE", 0),
-            };
-            return Sentinel {
-                status,
-                code,
-                session: session.into(),
-                stop_reason: d.reason.clone(),
-                reason: d.detail.clone().or_else(|| d.warning.clone()),
-                exit_code: None,
-                run_id: run_id.into(),
-            };
-        }
-        let (status, code, stop_reason, reason, exit_code) = match e.reason {
-            ExitReason::Marker | ExitReason::MaxIterations | ExitReason::EndTurn => {
-                ("DONE", 0, e.stop_reason.clone(), None, None)
-            }
-            ExitReason::Abort => ("BLOCKED", 5, "blocked".into(), e.label.clone(), None),
-            ExitReason::PhaseFailure => (
-                "FAILED",
-                failing_code.clamp(1, 255) as i32,
+        let exit = RunExit::of(&EndFacts {
+            exit_reason: Some(
+                e.decided
+                    .as_ref()
+                    .map_or(e.reason, Decided::exit_reason)
+                    .as_str(),
+            ),
+            reason: e.decided.as_ref().map_or("", |d| d.reason.as_str()),
+            exit_code: e.exit_code,
+            status: Status::Stopped,
+        });
+        let (stop_reason, reason, exit_code) = match (&e.decided, e.reason) {
+            (Some(d), _) => (
+                d.reason.clone(),
+                d.detail.clone().or_else(|| d.warning.clone()),
+                None,
+            ),
+            (None, ExitReason::Abort) => ("blocked".into(), e.label.clone(), None),
+            (None, ExitReason::PhaseFailure) => (
                 e.stop_reason.clone(),
                 None,
-                Some(failing_code),
+                Some(e.exit_code.filter(|&c| c != 0).unwrap_or(1)),
             ),
-            ExitReason::Timeout => ("TIMEOUT", 124, "timeout".into(), None, None),
-            ExitReason::Cancelled => (
-                "KILLED",
-                130,
-                "cancelled".into(),
-                None,
-                Some(e.exit_code.unwrap_or(130)),
-            ),
+            (None, ExitReason::Timeout) => ("timeout".into(), None, None),
+            (None, ExitReason::Cancelled) => {
+                ("cancelled".into(), None, Some(e.exit_code.unwrap_or(130)))
+            }
+            (None, _) => (e.stop_reason.clone(), None, None),
         };
         Sentinel {
-            status,
-            code,
+            status: exit.sentinel_status(),
+            code: exit.code(),
             session: session.into(),
             stop_reason,
             reason,

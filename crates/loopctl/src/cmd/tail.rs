@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Args as ClapArgs;
 use loopctl_core::event::{Event, Kind};
 use loopctl_core::lines::{LineText, Pos, decode};
+use loopctl_core::rules::exit_code::{EndFacts, RunExit};
 use loopctl_core::{RunState, Status, Ts, apply_mut, parse_line};
 use loopctl_follow::{Follower, Item, Start, tail_offset};
 use loopctl_store::discover::{self, LOG_NAME};
@@ -29,8 +30,10 @@ Examples:
   loopctl tail run1 --json | jq .event
   loopctl tail run1 --until-done; echo \"loop ended with $?\"
 
---until-done exits with the code the run's sentinel gives: 0 DONE, 5 BLOCKED (abort), the phase's
-code for FAILED, 124 TIMEOUT, 130 KILLED/user_stop; for an aif-loop run, 0 unless it failed (1).")]
+--until-done exits with the code the run's sentinel gives (the same rule as `loopctl run`, in
+docs/runner.md): 0 DONE, 3 DONE stopped for stagnation, 5 BLOCKED (abort, ask a human), the
+phase's code for FAILED, 124 TIMEOUT, 130 KILLED/user_stop. Logs without an exit_reason
+(aif-loop) get the same codes from their stop reason: 1 for a failure without a code.")]
 pub struct Args {
     /// Runs, log files or root folders to follow.
     targets: Vec<String>,
@@ -145,26 +148,10 @@ const PALETTE: [AnsiColors; 6] = [
     AnsiColors::BrightRed,
 ];
 
-/// The exit code a run's sentinel gives, from its terminal event.
+/// The exit code a run's sentinel gives, from its terminal event: the library's one rule.
 fn exit_code_of(ev: &Event<'_>, state: &RunState) -> i32 {
-    let p = ev.payload_value();
-    match state.exit_reason.as_deref() {
-        Some("marker" | "end_turn" | "max_iterations") => 0,
-        Some("abort") => 5,
-        Some("timeout") => 124,
-        Some("cancelled") => 130,
-        Some("phase_failure") => p
-            .get("exit_code")
-            .and_then(Value::as_i64)
-            .filter(|&c| c != 0)
-            .unwrap_or(1)
-            .clamp(1, 255) as i32,
-        _ => match state.status {
-            Status::Failed => 1,
-            Status::Stopped if state.stop.reason == "user_stop" => 130,
-            _ => 0,
-        },
-    }
+    let exit_code = ev.payload_value().get("exit_code").and_then(Value::as_i64);
+    EndFacts::of_state(state, exit_code).map_or(0, |f| RunExit::of(&f).code())
 }
 
 impl Tail {
