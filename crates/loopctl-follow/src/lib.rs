@@ -6,11 +6,16 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::Duration;
 
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
 /// What a followed file produced.
@@ -64,6 +69,9 @@ pub struct Follower {
     /// `None` where notifications are unavailable: then polling alone.
     watcher: Option<RecommendedWatcher>,
     wake: Receiver<()>,
+    /// Sends on `wake`: kept for `watch_stdout`'s thread.
+    waker: Sender<()>,
+    stdout_closed: Arc<AtomicBool>,
     watched: Vec<PathBuf>,
     pub poll: Duration,
 }
@@ -82,6 +90,7 @@ impl Follower {
     /// `poll` is how often files are checked when no notification arrives.
     pub fn new(poll: Duration) -> Follower {
         let (tx, rx) = channel();
+        let waker = tx.clone();
         let watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
             let _ = tx.send(());
         })
@@ -90,6 +99,8 @@ impl Follower {
             sources: Vec::new(),
             watcher,
             wake: rx,
+            waker,
+            stdout_closed: Arc::new(AtomicBool::new(false)),
             watched: Vec::new(),
             poll,
         }
@@ -160,6 +171,35 @@ impl Follower {
                 read_source(i, &mut self.sources[i], out);
             }
         }
+    }
+
+    /// Watches this process's stdout from a thread: when its reader goes away (the read end of
+    /// a pipe closed, a socket or terminal hung up), `stdout_closed` turns true and `wait`
+    /// returns at once, so a follower piped into `head -1` ends while it has nothing to write.
+    /// `poll` with no requested events reports only POLLERR/POLLHUP/POLLNVAL, which Linux
+    /// raises on a pipe's write end once no reader is left; on a regular file or /dev/null
+    /// nothing ever arrives and the thread just sleeps.
+    pub fn watch_stdout(&self) {
+        let closed = Arc::clone(&self.stdout_closed);
+        let waker = self.waker.clone();
+        std::thread::spawn(move || {
+            let stdout = std::io::stdout();
+            let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+            loop {
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Ok(n) if n > 0 && fds[0].revents().is_some_and(|r| !r.is_empty()) => break,
+                    Ok(_) | Err(Errno::EINTR) => {}
+                    Err(_) => return,
+                }
+            }
+            closed.store(true, Ordering::SeqCst);
+            let _ = waker.send(());
+        });
+    }
+
+    /// Whether `watch_stdout` saw stdout's reader go away.
+    pub fn stdout_closed(&self) -> bool {
+        self.stdout_closed.load(Ordering::SeqCst)
     }
 
     /// Sleeps until a notification arrives or the poll interval passes.

@@ -465,3 +465,60 @@ fn until_done_exits_3_for_a_run_that_stopped_for_stagnation() {
         .unwrap();
     assert_eq!(out.status.code(), Some(3), "{out:?}");
 }
+
+/// Waits up to 10 s (a hang guard, not a speed target) for `child` to exit.
+fn exit_within_10s(child: &mut Child) -> Option<i32> {
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < end {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st.code();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("tail still running 10 s after its stdout was closed");
+}
+
+/// `tail -f | head -1`: once the reader of its stdout is gone, tail ends with 0, whether it is
+/// waiting for new lines or has more to write.
+#[test]
+fn a_closed_stdout_ends_tail_with_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("h.jsonl");
+    for (args, more) in [
+        (["--json", "-n", "1"], true),
+        (["--json", "-n", "1"], false),
+        (["-n", "1", "--raw"], false),
+    ] {
+        std::fs::write(&log, run_log("r", 1, None)).unwrap();
+        let mut child = tail_cmd(&args)
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        assert!(first.contains("phase_finished"), "{first}");
+        drop(out);
+        if more {
+            // Something to write after the reader left.
+            for seq in 6..200 {
+                append(
+                    &log,
+                    ev(seq, "r", "phase_started", 2, "test", json!({})).as_bytes(),
+                );
+            }
+        }
+        assert_eq!(
+            exit_within_10s(&mut child),
+            Some(0),
+            "{args:?} more: {more}"
+        );
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(!err.contains("error"), "{err}");
+    }
+}

@@ -128,6 +128,8 @@ struct Tail {
     /// Exit code of each run that ended, from its terminal event.
     ended: HashMap<String, i32>,
     out: anstream::AutoStream<std::io::Stdout>,
+    /// The first failed write to `out`: nothing more is written.
+    write_error: Option<std::io::Error>,
     /// On a terminal: a status line under the stream with the running phase and its elapsed time.
     status: Option<indicatif::ProgressBar>,
 }
@@ -211,7 +213,7 @@ impl Tail {
                 s
             }
         };
-        if let Some(pb) = &self.status {
+        if let Some(pb) = self.status.clone() {
             match ev.kind {
                 Kind::PhaseStarted => {
                     pb.reset_elapsed();
@@ -223,13 +225,36 @@ impl Tail {
                 Kind::PhaseFinished | Kind::Stopped | Kind::Failed => pb.set_message(String::new()),
                 _ => {}
             }
-            pb.suspend(|| {
-                let _ = writeln!(self.out, "{line}");
-                let _ = self.out.flush();
-            });
+            pb.suspend(|| self.write(&line, true));
             return;
         }
-        let _ = writeln!(self.out, "{line}");
+        self.write(&line, false);
+    }
+
+    /// Writes a line to stdout; the first failure is kept and ends all output.
+    fn write(&mut self, line: &str, flush: bool) {
+        if self.write_error.is_some() {
+            return;
+        }
+        let r = writeln!(self.out, "{line}")
+            .and_then(|()| if flush { self.out.flush() } else { Ok(()) });
+        self.write_error = r.err();
+    }
+
+    /// Whether output has ended: `Some(0)` when stdout's reader went away (`tail | head -1`),
+    /// an error when writing failed otherwise.
+    fn output_ended(&mut self, follower: &Follower) -> anyhow::Result<Option<u8>> {
+        if self.write_error.is_none()
+            && let Err(e) = self.out.flush()
+        {
+            self.write_error = Some(e);
+        }
+        match &self.write_error {
+            Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Some(crate::exit::OK)),
+            Some(e) => Err(anyhow::anyhow!("writing to stdout: {e}")),
+            None if follower.stdout_closed() => Ok(Some(crate::exit::OK)),
+            None => Ok(None),
+        }
     }
 
     fn damaged(&mut self, log: usize, pos: Pos, reason: &str) {
@@ -441,6 +466,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         colors: HashMap::new(),
         ended: HashMap::new(),
         out: anstream::stdout(),
+        write_error: None,
         status: None,
     };
     if mode == Mode::Human && !a.no_follow && std::io::stdout().is_terminal() {
@@ -453,6 +479,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         tail.status = Some(pb);
     }
     let mut follower = Follower::new(Duration::from_millis(a.poll_ms.max(1)));
+    if !a.no_follow {
+        follower.watch_stdout();
+    }
     let first = a
         .lines
         .unwrap_or(if a.since.is_some() { usize::MAX } else { 10 });
@@ -477,10 +506,12 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             }
             Item::Gone { .. } => {}
         });
-        let _ = tail.out.flush();
     };
     pump(&mut tail, &mut follower);
     loop {
+        if let Some(code) = tail.output_ended(&follower)? {
+            return Ok(code);
+        }
         if a.until_done
             && let Some(code) = done_code(&tail, &files)
         {
@@ -494,6 +525,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             return Ok(crate::exit::OK);
         }
         follower.wait();
+        if let Some(code) = tail.output_ended(&follower)? {
+            return Ok(code);
+        }
         for root in &roots {
             for r in discover::list_runs(root).unwrap_or_default() {
                 if known.insert(r.log.clone()) {
