@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::postmortem::{Format, Report};
 use loopctl_core::replay_bytes;
 use loopctl_core::stagnation::{Config, Detector, assess, score_streak};
@@ -31,7 +32,7 @@ fn check_log(log: &Path) -> usize {
             "{} run {id}: assess's score count vs the reducer's stagnation_count",
             log.display()
         );
-        let v = assess(trace, &cfg, None);
+        let v = assess(trace, &cfg, None, Liveness::Alive);
         let score = v.finding(Detector::Score).unwrap();
         assert_eq!(score.triggered, state.stagnation_count >= cfg.limit);
         assert_eq!(score.iterations.len() as u64, state.stagnation_count);
@@ -88,14 +89,24 @@ fn the_stagnation_fixture_counts_like_its_expectation() {
     let bytes = std::fs::read(repo().join("fixtures/stagnation/history.jsonl")).unwrap();
     let traces = traces_from_bytes("stagnation", &bytes);
     let cfg = Config::default();
-    let a = assess(&traces["stag-a-20260311-090000"], &cfg, None);
+    let a = assess(
+        &traces["stag-a-20260311-090000"],
+        &cfg,
+        None,
+        Liveness::Alive,
+    );
     let f = a.finding(Detector::Score).unwrap();
     assert!(f.triggered);
     assert_eq!(
         (f.iterations.clone(), f.scores.clone()),
         (vec![2, 3], vec![0.51, 0.515])
     );
-    let b = assess(&traces["stag-b-20260311-091500"], &cfg, None);
+    let b = assess(
+        &traces["stag-b-20260311-091500"],
+        &cfg,
+        None,
+        Liveness::Alive,
+    );
     let f = b.finding(Detector::Score).unwrap();
     assert!(!f.triggered);
     assert_eq!(
@@ -106,6 +117,7 @@ fn the_stagnation_fixture_counts_like_its_expectation() {
 }
 
 mod props {
+    use loopctl_core::analysis::liveness::Liveness;
     use loopctl_core::postmortem::{Format, Report};
     use loopctl_core::stagnation::{Config, Reset, assess};
     use loopctl_core::trace::traces_from_bytes;
@@ -217,8 +229,8 @@ mod props {
             };
             for (id, state) in &out.runs {
                 let trace = &traces[id];
-                let v = assess(trace, &cfg, now.map(Ts));
-                prop_assert_eq!(&v, &assess(trace, &cfg, now.map(Ts)));
+                let v = assess(trace, &cfg, now.map(Ts), Liveness::Alive);
+                prop_assert_eq!(&v, &assess(trace, &cfg, now.map(Ts), Liveness::Alive));
                 let r = Report::build(state, trace, &v);
                 for f in [Format::Text, Format::Markdown, Format::Json] {
                     prop_assert_eq!(r.render(f), Report::build(state, trace, &v).render(f));

@@ -8,6 +8,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::{Event, parse_line};
 
 use crate::{Result, StoreError, io_err};
@@ -75,6 +76,22 @@ pub fn holder(log: &Path) -> Option<String> {
             })
         }
         Err(TryLockError::Error(_)) => None,
+    }
+}
+
+/// Is a runner writing `log`? A probe of its lock, not a pid guess: the kernel drops a
+/// `flock` when its holder dies, however it died. `Alive` while a process holds the lock;
+/// `Dead` when the lock file is there (a loopctl runner wrote this log) and nobody holds it;
+/// `Unknown` with no lock file (aif-loop's agent, Avenor streams and bare files take none).
+/// Changes nothing on disk.
+pub fn liveness(log: &Path) -> Liveness {
+    let Ok(lock) = OpenOptions::new().read(true).open(lock_path(log)) else {
+        return Liveness::Unknown;
+    };
+    match lock.try_lock_shared() {
+        Ok(()) => Liveness::Dead,
+        Err(TryLockError::WouldBlock) => Liveness::Alive,
+        Err(TryLockError::Error(_)) => Liveness::Unknown,
     }
 }
 
@@ -284,5 +301,17 @@ mod tests {
         assert_eq!(holder(&log), Some(std::process::id().to_string()));
         drop(_w);
         assert_eq!(holder(&log), None);
+    }
+
+    #[test]
+    fn liveness_is_the_lock_held_let_go_or_never_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("history.jsonl");
+        std::fs::write(&log, "").unwrap();
+        assert_eq!(liveness(&log), Liveness::Unknown);
+        let (w, _) = LogWriter::open(&log, 1, Fsync::Always).unwrap();
+        assert_eq!(liveness(&log), Liveness::Alive);
+        drop(w);
+        assert_eq!(liveness(&log), Liveness::Dead);
     }
 }

@@ -123,6 +123,36 @@ pub fn resolve(spec: Option<&str>, root: &Path) -> Result<RunRef> {
     )))
 }
 
+/// The command that continues `run` (an interrupted run) when `root` is the root in use: by
+/// name for a folder of that root (with `--root` unless it is the default one), else by path.
+pub fn resume_command(root: &Path, run: &RunRef) -> String {
+    let Some(dir) = &run.dir else {
+        return format!("loopctl resume {}", shell_word(&run.log.to_string_lossy()));
+    };
+    if dir.parent() != Some(root) {
+        return format!("loopctl resume {}", shell_word(&dir.to_string_lossy()));
+    }
+    let name = shell_word(&run.name);
+    if root == default_root(None) {
+        format!("loopctl resume {name}")
+    } else {
+        let root = shell_word(&root.to_string_lossy());
+        format!("loopctl --root {root} resume {name}")
+    }
+}
+
+/// `s` as one shell word: as is when it is plain, else single-quoted.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:@%+=,".contains(&b));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 /// The `run_id` of the first event of a log that has one.
 fn first_run_id(log: &Path) -> Option<String> {
     let text = std::fs::read(log).ok()?;
@@ -183,5 +213,28 @@ mod tests {
         std::fs::create_dir(tmp.path().join("r")).unwrap();
         std::fs::write(tmp.path().join("r").join(LOG_NAME), "").unwrap();
         assert_eq!(runs_under(tmp.path(), false).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_resume_command_names_the_run_as_the_root_in_use_finds_it() {
+        let under = |root: &str, name: &str| RunRef::folder(&Path::new(root).join(name));
+        assert_eq!(
+            resume_command(Path::new("/tmp/my root"), &under("/tmp/my root", "r1")),
+            "loopctl --root '/tmp/my root' resume r1"
+        );
+        assert_eq!(
+            resume_command(Path::new("elsewhere"), &under("/runs", "it's")),
+            "loopctl resume '/runs/it'\\''s'"
+        );
+        assert_eq!(
+            resume_command(Path::new("r"), &RunRef::file(Path::new("m.jsonl"))),
+            "loopctl resume m.jsonl"
+        );
+        if default_root(None) == Path::new(DEFAULT_ROOT) {
+            assert_eq!(
+                resume_command(Path::new(DEFAULT_ROOT), &under(DEFAULT_ROOT, "r1")),
+                "loopctl resume r1"
+            );
+        }
     }
 }

@@ -267,9 +267,18 @@ fn interleaved_runs_are_assessed_one_by_one() {
         finding(&runs[1], "score")["iterations"],
         serde_json::json!([4])
     );
-    // stag-b is still running and its last event is long past: stalled by default.
+    // stag-b's log says running and its last event is long past, but no runner lock says a
+    // process still writes it (aif-loop takes none): it is not judged stalled, and says why.
     let v = json_of(&["stagnation", "--json"], &fixture("stagnation"), 3);
-    assert_eq!(finding(&v["runs"][1], "stalled")["triggered"], true);
+    let stalled = finding(&v["runs"][1], "stalled");
+    assert_eq!(stalled["triggered"], false);
+    assert!(
+        stalled["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("no runner lock")),
+        "{stalled}"
+    );
+    assert_eq!(v["runs"][1]["status"], "running");
 }
 
 #[test]

@@ -1,4 +1,6 @@
-//! Judging a run after the fact: stagnation detectors and the postmortem model.
+//! Judging a run after the fact: whether it is still going (liveness), stagnation detectors and
+//! the postmortem model.
 
+pub mod liveness;
 pub mod postmortem;
 pub mod stagnation;

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::analysis::liveness::RunCondition;
 use crate::stagnation::Verdict;
 use crate::state::{RunState, Status, Tokens};
 use crate::trace::{Attempt, Escalation, Evaluation, Trace, Transition};
@@ -42,7 +43,8 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StopSummary {
     pub running: bool,
-    /// `running`, `completed`, `stopped` or `failed`.
+    /// `running`, `completed`, `stopped` or `failed`; the caller may make a running run
+    /// `interrupted` (liveness::RunCondition) when it knows its runner is gone.
     pub status: String,
     pub passed: bool,
     /// Canonical stop reason; `None` while running.
@@ -453,8 +455,13 @@ impl Report {
     fn headline(&self) -> String {
         let s = &self.stop;
         if s.running {
+            let what = if s.status == RunCondition::Interrupted.as_str() {
+                "interrupted: no runner holds its lock"
+            } else {
+                "still running"
+            };
             return format!(
-                "still running (last event {})",
+                "{what} (last event {})",
                 s.last_event_at.map_or("-".into(), |t| t.to_string())
             );
         }
@@ -1064,7 +1071,12 @@ mod tests {
             .map(|(k, v)| (k.clone(), v.clone()))
             .unwrap_or_default();
         let trace = traces.get(&id).cloned().unwrap_or_default();
-        let verdict = assess(&trace, &Config::default(), None);
+        let verdict = assess(
+            &trace,
+            &Config::default(),
+            None,
+            crate::analysis::liveness::Liveness::Alive,
+        );
         Report::build(&state, &trace, &verdict)
     }
 

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::liveness::Liveness;
 use crate::postmortem::{duration, score};
 use crate::trace::{Attempt, Evaluation, Trace};
 use crate::ts::Ts;
@@ -163,14 +164,15 @@ impl Verdict {
     }
 }
 
-/// Runs every detector over `trace`. `now` is only used by the stalled detector.
-pub fn assess(trace: &Trace, cfg: &Config, now: Option<Ts>) -> Verdict {
+/// Runs every detector over `trace`. `now` and `runner` (whether the run's runner is alive,
+/// as its lock says) are only used by the stalled detector.
+pub fn assess(trace: &Trace, cfg: &Config, now: Option<Ts>, runner: Liveness) -> Verdict {
     let findings = vec![
         score_rule(trace, cfg),
         repeated_failure(trace, cfg),
         no_change(trace, cfg),
         oscillation(trace, cfg),
-        stalled(trace, cfg, now),
+        stalled(trace, cfg, now, runner),
     ];
     Verdict {
         stagnating: findings.iter().any(|f| f.triggered),
@@ -550,7 +552,9 @@ fn oscillation(trace: &Trace, cfg: &Config) -> Finding {
     Finding::new(Detector::Oscillation, triggered, summary).evaluations(window.iter().copied())
 }
 
-fn stalled(trace: &Trace, cfg: &Config, now: Option<Ts>) -> Finding {
+/// Stalled is a live runner making no progress: a run whose runner is gone is interrupted,
+/// and one whose runner cannot be known (no lock: aif-loop, Avenor, bare files) is not judged.
+fn stalled(trace: &Trace, cfg: &Config, now: Option<Ts>, runner: Liveness) -> Finding {
     if !trace.is_running() {
         return Finding::not_applicable(
             Detector::Stalled,
@@ -564,6 +568,22 @@ fn stalled(trace: &Trace, cfg: &Config, now: Option<Ts>) -> Finding {
         );
     };
     let idle = u64::try_from(now.0.saturating_sub(last.0)).unwrap_or(0);
+    let why = match runner {
+        Liveness::Alive => None,
+        Liveness::Dead => Some("the run is interrupted (no runner holds its lock)"),
+        Liveness::Unknown => {
+            Some("nothing tells whether a process still writes this log (it has no runner lock)")
+        }
+    };
+    if let Some(why) = why {
+        return Finding::not_applicable(
+            Detector::Stalled,
+            format!(
+                "does not apply: {why}; no event for {} (since {last})",
+                duration(idle)
+            ),
+        );
+    }
     let triggered = idle > cfg.stalled_after_ms;
     let summary = format!(
         "{} no event for {} (since {last}; limit {})",
@@ -606,7 +626,7 @@ mod tests {
     }
 
     fn run(t: &Trace, cfg: &Config, d: Detector) -> Finding {
-        assess(t, cfg, None)
+        assess(t, cfg, None, Liveness::Alive)
             .finding(d)
             .cloned()
             .unwrap_or_else(|| Finding::not_applicable(d, "missing".into()))
@@ -619,7 +639,7 @@ mod tests {
         assert!(f.triggered, "{f:?}");
         assert_eq!(f.iterations, vec![2, 3]);
         assert_eq!(f.scores, vec![0.51, 0.515]);
-        assert!(assess(&t, &Config::default(), None).stagnating);
+        assert!(assess(&t, &Config::default(), None, Liveness::Alive).stagnating);
     }
 
     #[test]
@@ -696,7 +716,7 @@ mod tests {
         assert_eq!(f.iterations, vec![1, 2, 3]);
         // Rising scores: the score rule is quiet, the verdict is not.
         assert!(!run(&t, &Config::default(), Detector::Score).triggered);
-        assert!(assess(&t, &Config::default(), None).stagnating);
+        assert!(assess(&t, &Config::default(), None, Liveness::Alive).stagnating);
     }
 
     #[test]
@@ -844,16 +864,36 @@ mod tests {
     fn a_quiet_running_run_is_stalled() {
         let t = evals(&[0.5], "");
         let later = t.last_ts.map(|t| Ts(t.0 + 31 * 60 * 1000));
-        let f = assess(&t, &Config::default(), later);
+        let f = assess(&t, &Config::default(), later, Liveness::Alive);
         assert!(f.finding(Detector::Stalled).is_some_and(|f| f.triggered));
         let soon = t.last_ts.map(|t| Ts(t.0 + 60 * 1000));
-        let f = assess(&t, &Config::default(), soon);
+        let f = assess(&t, &Config::default(), soon, Liveness::Alive);
         assert!(
             f.finding(Detector::Stalled)
                 .is_some_and(|f| !f.triggered && f.applicable)
         );
-        let f = assess(&t, &Config::default(), None);
+        let f = assess(&t, &Config::default(), None, Liveness::Alive);
         assert!(f.finding(Detector::Stalled).is_some_and(|f| !f.applicable));
+    }
+
+    /// Only a live runner can stall: quiet for a day, a run whose runner is gone (or cannot be
+    /// known) is not stalled, and the finding says why.
+    #[test]
+    fn a_quiet_run_without_a_live_runner_is_not_stalled() {
+        let t = evals(&[0.5], "");
+        let later = t.last_ts.map(|t| Ts(t.0 + 24 * 3_600_000));
+        for (runner, why) in [
+            (Liveness::Dead, "interrupted"),
+            (Liveness::Unknown, "no runner lock"),
+        ] {
+            let v = assess(&t, &Config::default(), later, runner);
+            let f = v.finding(Detector::Stalled).unwrap();
+            assert!(!f.triggered && !f.applicable && !v.stagnating, "{f:?}");
+            assert!(
+                f.summary.contains(why) && f.summary.contains("1d 00h"),
+                "{f:?}"
+            );
+        }
     }
 
     #[test]
@@ -862,7 +902,7 @@ mod tests {
             &eval(1, 0.5, ""),
             r#"{"ts":"2026-01-01T00:09:00Z","run_id":"r","event":"stopped","payload":{"reason":"user_stop"}}"#,
         ]);
-        let f = assess(&t, &Config::default(), Some(Ts(i64::MAX)));
+        let f = assess(&t, &Config::default(), Some(Ts(i64::MAX)), Liveness::Alive);
         assert!(f.finding(Detector::Stalled).is_some_and(|f| !f.triggered));
         assert!(!f.stagnating);
     }
@@ -896,7 +936,7 @@ mod tests {
             ..Config::default()
         };
         let t = evals(&[0.1, 0.2], "");
-        let _ = assess(&t, &cfg, Some(Ts(i64::MIN)));
-        let _ = assess(&Trace::default(), &cfg, Some(Ts(i64::MAX)));
+        let _ = assess(&t, &cfg, Some(Ts(i64::MIN)), Liveness::Alive);
+        let _ = assess(&Trace::default(), &cfg, Some(Ts(i64::MAX)), Liveness::Alive);
     }
 }

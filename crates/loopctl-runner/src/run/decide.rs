@@ -188,7 +188,12 @@ impl Runner {
     /// aif-loop's score rule), if one triggered. No clock: `stalled` cannot fire inside the run.
     fn stagnation_stop(&self) -> Option<String> {
         let cfg = self.cfg.stagnation_config();
-        let verdict = stagnation::assess(&self.trace, &cfg, None);
+        let verdict = stagnation::assess(
+            &self.trace,
+            &cfg,
+            None,
+            loopctl_core::analysis::liveness::Liveness::Alive,
+        );
         let hits: Vec<String> = verdict
             .triggered()
             .filter(|f| cfg.stop_on.contains(&f.detector))

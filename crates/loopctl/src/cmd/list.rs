@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
+use loopctl_core::analysis::liveness::{Standing, interrupted_note};
 use loopctl_core::{JsonWriter, RunState, Ts};
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::{ReadOptions, rows_file};
@@ -24,6 +25,9 @@ use crate::output;
 /// run in it is a row. The log is read in chunks on all threads and only what a row shows is
 /// rebuilt (the same values a full `replay` gives).
 ///
+/// STATUS is running, interrupted (its runner is gone: `loopctl resume` continues it),
+/// completed, stopped or failed (docs/runner.md, "Run states").
+///
 /// Exit codes: 0 listed (also when the root holds no run); 1 under --strict when a log has
 /// findings (damaged lines, seq problems) or cannot be read, and for a FILE that holds no
 /// event; 2 error (a named root that does not exist, unreadable file).
@@ -33,8 +37,8 @@ pub struct Args {
     #[arg(value_name = "ROOT|FILE")]
     path: Option<PathBuf>,
     /// Print the rows as one JSON array, an object per run (alias, run_id, status,
-    /// stop_reason, iteration, max_iterations, phase, last_score, updated_at, events,
-    /// findings, path).
+    /// stop_reason, iteration, max_iterations, phase, last_score, updated_at, idle_ms, resume,
+    /// events, findings, path).
     #[arg(long)]
     json: bool,
 }
@@ -50,6 +54,10 @@ struct Row<'a> {
     phase: &'a str,
     last_score: f64,
     updated_at: Option<Ts>,
+    /// Milliseconds since the last event, for an interrupted run.
+    idle_ms: Option<u64>,
+    /// The command that continues an interrupted run.
+    resume: Option<&'a str>,
     events: u64,
     findings: usize,
     path: &'a Path,
@@ -62,9 +70,11 @@ struct Probe {
     state: RunState,
     findings: usize,
     error: Option<String>,
+    standing: Standing,
+    resume: Option<String>,
 }
 
-fn probe(run: &RunRef, opts: &ReadOptions) -> Probe {
+fn probe(ctx: &Ctx, run: &RunRef, opts: &ReadOptions, now: Ts) -> Probe {
     let opts = ReadOptions {
         default_run: run.name.clone(),
         threads: 1,
@@ -81,10 +91,13 @@ fn probe(run: &RunRef, opts: &ReadOptions) -> Probe {
     };
     let mut state = state.unwrap_or_else(|| RunState::new(&run.name));
     salvage_max(run, &mut [&mut state]);
+    let (standing, resume) = ctx.standing(run, &state, now, &Default::default());
     Probe {
         state,
         findings,
         error,
+        standing,
+        resume,
     }
 }
 
@@ -125,6 +138,8 @@ impl<'a> Row<'a> {
             phase,
             last_score,
             updated_at,
+            idle_ms,
+            resume,
             events,
             findings,
             path,
@@ -140,6 +155,8 @@ impl<'a> Row<'a> {
         w.key("phase").string(phase);
         w.key("last_score").f64(*last_score);
         w.key("updated_at").ts(*updated_at);
+        w.key("idle_ms").opt_u64(*idle_ms);
+        w.key("resume").opt_string(*resume);
         w.key("events").u64(*events);
         w.key("findings").u64(*findings as u64);
         w.key("path").string(&path.to_string_lossy());
@@ -155,6 +172,7 @@ impl<'a> Row<'a> {
         findings: usize,
         path: &'a Path,
         error: Option<&'a str>,
+        (standing, resume): (Standing, Option<&'a str>),
     ) -> Row<'a> {
         Row {
             alias,
@@ -162,7 +180,7 @@ impl<'a> Row<'a> {
             status: if error.is_some() {
                 "unreadable"
             } else {
-                s.status.as_str()
+                standing.condition.as_str()
             },
             stop_reason: &s.stop.reason,
             iteration: s.iteration,
@@ -170,6 +188,8 @@ impl<'a> Row<'a> {
             phase: &s.phase,
             last_score: s.last_score,
             updated_at: s.updated_at,
+            idle_ms: standing.idle_ms,
+            resume,
             events: s.events,
             findings,
             path,
@@ -196,12 +216,27 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
             None => damaged += 1,
         }
     }
+    let now = loopctl_runner::now();
+    let runner = Default::default();
+    let standings: Vec<(Standing, Option<String>)> = outcome
+        .runs
+        .iter()
+        .map(|s| ctx.standing(&run, s, now, &runner))
+        .collect();
     let rows: Vec<Row> = outcome
         .runs
         .iter()
-        .map(|s| {
+        .zip(&standings)
+        .map(|(s, (st, resume))| {
             let findings = per_run.get(s.run_id.as_str()).copied().unwrap_or(0);
-            Row::of(&s.task_alias, s, findings, log, None)
+            Row::of(
+                &s.task_alias,
+                s,
+                findings,
+                log,
+                None,
+                (*st, resume.as_deref()),
+            )
         })
         .collect();
     if damaged > 0 && !json {
@@ -227,6 +262,7 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
     }
     // About to exit: the process frees them at once.
     super::free_at_exit(rows);
+    super::free_at_exit(standings);
     super::free_at_exit(per_run);
     super::free_at_exit(outcome);
     code
@@ -249,6 +285,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let next = AtomicUsize::new(0);
+    let now = loopctl_runner::now();
     let threads = ctx.read.threads.min(runs.len()).max(1);
     let mut probes: Vec<(usize, Probe)> = std::thread::scope(|sc| {
         let workers: Vec<_> = (0..threads)
@@ -258,7 +295,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(r) = runs.get(i) else { break };
-                        out.push((i, probe(r, &ctx.read)));
+                        out.push((i, probe(ctx, r, &ctx.read, now)));
                         bar.inc(1);
                     }
                     out
@@ -277,7 +314,14 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         .map(|(i, p)| {
             let run = &runs[*i];
             let dir = run.dir.as_deref().unwrap_or(Path::new(""));
-            Row::of(&run.name, &p.state, p.findings, dir, p.error.as_deref())
+            Row::of(
+                &run.name,
+                &p.state,
+                p.findings,
+                dir,
+                p.error.as_deref(),
+                (p.standing, p.resume.as_deref()),
+            )
         })
         .collect();
     let code = print_rows(&rows, &root, a.json, false, ctx.read.threads)?;
@@ -331,6 +375,22 @@ fn print_rows(
         ]);
     }
     output::print(&format!("{t}\n"));
+    const NOTED: usize = 5;
+    let interrupted: Vec<&Row> = rows.iter().filter(|r| r.resume.is_some()).collect();
+    for r in interrupted.iter().take(NOTED) {
+        let name = if by_run { r.run_id } else { r.alias };
+        output::note(&interrupted_note(
+            name,
+            r.idle_ms,
+            r.resume.unwrap_or_default(),
+        ));
+    }
+    if interrupted.len() > NOTED {
+        output::note(&format!(
+            "{} more interrupted run(s); `loopctl list --json` gives each one's resume command",
+            interrupted.len() - NOTED
+        ));
+    }
     let damaged = rows.iter().filter(|r| r.findings > 0).count();
     if damaged > 0 {
         output::note(&format!(
@@ -352,8 +412,12 @@ mod tests {
         s.updated_at = Ts::parse_rfc3339("2026-02-18T12:00:41.905Z");
         s.max_iterations = Some(9);
         let path = Path::new("/tmp/a b/h\u{e9}.jsonl");
-        for error in [None, Some("no such file")] {
-            let row = Row::of("al\\ias", &s, 3, path, error);
+        let running = Standing::of(&s, loopctl_core::analysis::liveness::Liveness::Dead, Ts(0));
+        for (error, standing) in [
+            (None, (running, Some("loopctl resume 'a b'"))),
+            (Some("no such file"), (running, None)),
+        ] {
+            let row = Row::of("al\\ias", &s, 3, path, error, standing);
             let mut out = Vec::new();
             row.write_json(&mut out);
             assert_eq!(

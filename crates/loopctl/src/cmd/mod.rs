@@ -15,9 +15,13 @@ pub mod stop;
 pub mod tail;
 pub mod values;
 
+use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use loopctl_core::analysis::liveness::{Liveness, Standing};
+use loopctl_core::{RunState, Ts};
+use loopctl_store::append::liveness;
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::ReadOptions;
 use loopctl_store::snapshot::{Prior, Rebuilt, rebuild};
@@ -114,6 +118,28 @@ impl Ctx {
         };
         rebuild(&run.log, None, &opts, None, false)
             .with_context(|| format!("reading {}", run.log.display()))
+    }
+
+    /// How `s`, a run of `run`'s log, stands: the log's status joined with a probe of the
+    /// log's lock (only for a run that has not ended; `probe` keeps the answer for the log's
+    /// other runs), and for an interrupted run the command that continues it.
+    pub fn standing(
+        &self,
+        run: &RunRef,
+        s: &RunState,
+        now: Ts,
+        probe: &OnceCell<Liveness>,
+    ) -> (Standing, Option<String>) {
+        let runner = if s.is_terminal() {
+            Liveness::Unknown
+        } else {
+            *probe.get_or_init(|| liveness(&run.log))
+        };
+        let st = Standing::of(s, runner, now);
+        let resume = st
+            .interrupted()
+            .then(|| discover::resume_command(&self.root, run));
+        (st, resume)
     }
 
     /// Prints findings; under `--strict` turns them into the findings exit code.

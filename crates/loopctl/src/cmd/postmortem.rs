@@ -84,8 +84,11 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         .get(&state.run_id)
         .cloned()
         .unwrap_or_default();
-    let verdict = assess(&trace, &a.config.config()?, Some(now()));
-    let report = Report::build(state, &trace, &verdict);
+    let now = now();
+    let (standing, _) = ctx.standing(&loaded.run, state, now, &Default::default());
+    let verdict = assess(&trace, &a.config.config()?, Some(now), standing.runner);
+    let mut report = Report::build(state, &trace, &verdict);
+    report.stop.status = standing.condition.as_str().to_string();
     let format = match (a.json, a.format) {
         (true, _) | (_, Some(FormatArg::Json)) => Format::Json,
         (_, Some(FormatArg::Md)) => Format::Markdown,

@@ -48,7 +48,8 @@ pub struct ConfigArgs {
     /// Direction changes in the window that count as oscillation [default: 3].
     #[arg(long, value_parser = values::count_usize(), value_name = "N")]
     turns: Option<usize>,
-    /// A running run with no event for this long is stalled (90s, 30m, 2h) [default: 30m].
+    /// A run whose runner is alive and has written no event for this long is stalled (90s,
+    /// 30m, 2h) [default: 30m].
     #[arg(long, value_parser = values::positive_duration, value_name = "DURATION")]
     stalled_after: Option<Duration>,
 }
@@ -101,7 +102,9 @@ Detectors (docs/postmortem.md):
   repeated_failure  same failed rule ids, or same error of one phase, `repeat` times in a row
   no_change         `no-change` iterations that leave git HEAD and the work tree as they were
   oscillation       scores going up and down (`turns` changes in `window`) with no net gain
-  stalled           a running run with no event for `stalled-after`
+  stalled           a run whose runner is alive (it holds the run's lock) with no event for
+                    `stalled-after`; an interrupted run (runner gone) or a log no runner locks
+                    (aif-loop, Avenor) is never stalled (docs/runner.md, Run states)
 
 Examples:
   loopctl stagnation .ai-factory/evolution/my-task
@@ -157,17 +160,22 @@ pub fn load(ctx: &Ctx, run: RunRef) -> anyhow::Result<Loaded> {
 
 pub use loopctl_runner::now;
 
-/// Text for one run's verdict.
-pub fn verdict_text(state: &RunState, log: &std::path::Path, v: &Verdict) -> String {
+/// Text for one run's verdict; `condition` is how the run stands (running, interrupted, ...).
+pub fn verdict_text(
+    state: &RunState,
+    condition: &str,
+    log: &std::path::Path,
+    v: &Verdict,
+) -> String {
     let head = if v.stagnating {
         "STAGNATING".red().bold().to_string()
     } else {
         "healthy".green().to_string()
     };
     let status = if state.stop.reason.is_empty() {
-        state.status.as_str().to_string()
+        condition.to_string()
     } else {
-        format!("{}: {}", state.status.as_str(), state.stop.reason)
+        format!("{condition}: {}", state.stop.reason)
     };
     let mut o = format!(
         "{} {head}  ({status}; {})\n",
@@ -212,21 +220,24 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             super::no_event(&loaded.run.log);
             empty = true;
         }
+        let runner = Default::default();
         for (state, trace) in loaded.runs() {
-            let v = assess(trace, &cfg, Some(now));
+            let (standing, _) = ctx.standing(&loaded.run, state, now, &runner);
+            let v = assess(trace, &cfg, Some(now), standing.runner);
+            let condition = standing.condition.as_str();
             any |= v.stagnating;
             if a.json {
                 reports.push(json!({
                     "run_id": state.run_id,
                     "task_alias": state.task_alias,
                     "log": &loaded.run.log,
-                    "status": state.status,
+                    "status": condition,
                     "stop_reason": (!state.stop.reason.is_empty()).then_some(&state.stop.reason),
                     "stagnating": v.stagnating,
                     "findings": v.findings,
                 }));
             } else {
-                text += &verdict_text(state, &loaded.run.log, &v);
+                text += &verdict_text(state, condition, &loaded.run.log, &v);
             }
         }
     }

@@ -1,4 +1,5 @@
 use clap::Args as ClapArgs;
+use loopctl_core::analysis::liveness::interrupted_note;
 use loopctl_store::discover;
 use serde_json::json;
 
@@ -7,6 +8,9 @@ use crate::output;
 
 /// Show a run's state, rebuilt from its log: alias, status, iteration, phase, step, last score,
 /// last update. With no RUN, the active run named by current.json, checked against its log.
+///
+/// STATUS is running, interrupted (its runner is gone: `loopctl resume` continues it),
+/// completed, stopped or failed; docs/runner.md, "Run states", says what each means.
 #[derive(ClapArgs)]
 pub struct Args {
     #[command(flatten)]
@@ -40,11 +44,14 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     };
     // current.json is a hint: the log decides whether the run it names is still going.
     let stale_current = a.target.run.is_none() && s.is_terminal();
+    let (standing, resume) = ctx.standing(&run, s, loopctl_runner::now(), &Default::default());
+    let condition = standing.condition.as_str();
     if a.json {
         output::json_pretty(&json!({
-            "alias": s.task_alias, "run_id": s.run_id, "status": s.status, "iteration": s.iteration,
+            "alias": s.task_alias, "run_id": s.run_id, "status": condition, "iteration": s.iteration,
             "max_iterations": s.max_iterations, "phase": s.phase, "current_step": s.current_step,
             "last_score": s.last_score, "stop": s.stop, "updated_at": s.updated_at,
+            "idle_ms": standing.idle_ms, "resume": resume,
             "exit_reason": s.exit_reason, "events": s.events, "log": run.log,
             "current_json_stale": stale_current, "findings": rebuilt.outcome.findings.len(),
         }));
@@ -63,9 +70,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             None => s.iteration.to_string(),
         };
         let status = if s.stop.reason.is_empty() {
-            s.status.as_str().to_string()
+            condition.to_string()
         } else {
-            format!("{} ({})", s.status.as_str(), s.stop.reason)
+            format!("{condition} ({})", s.stop.reason)
         };
         t.add_row(vec![
             s.task_alias.clone(),
@@ -77,6 +84,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             s.updated_at.map(|t| t.to_string()).unwrap_or_default(),
         ]);
         output::print(&format!("{t}\n"));
+        if let Some(resume) = &resume {
+            output::note(&interrupted_note(&s.run_id, standing.idle_ms, resume));
+        }
         if stale_current {
             output::note(&format!(
                 "current.json still names this run as active, but its log says it is {}; no loop is active",
