@@ -4,8 +4,8 @@
 
 pub mod criteria;
 pub mod escalation;
-pub mod exit_code;
 pub mod loop_file;
 pub mod markers;
 pub mod next_step;
+pub mod run_exit;
 pub mod transitions;

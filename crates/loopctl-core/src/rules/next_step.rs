@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::event::{Event, Kind};
 use crate::loopfile::PhaseKind;
 use crate::markers::{Directive, Marker};
-use crate::rules::exit_code::{EndFacts, RunExit};
+use crate::rules::run_exit::{EndFacts, RunExit};
 use crate::state::Status;
 
 /// Where a phase sits in the loop.

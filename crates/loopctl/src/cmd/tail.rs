@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args as ClapArgs;
 use loopctl_core::event::{Event, Kind};
 use loopctl_core::lines::{LineText, Pos, decode};
-use loopctl_core::rules::exit_code::{EndFacts, RunExit};
+use loopctl_core::rules::run_exit::{EndFacts, RunExit};
 use loopctl_core::{RunState, Status, Ts, apply_mut, parse_line};
 use loopctl_follow::{Follower, Item, Start, tail_offset};
 use loopctl_store::discover::{self, LOG_NAME};

@@ -1,7 +1,8 @@
-//! How a run ended, and the one rule from that to the sentinel's status line and loopctl's exit
-//! code. The runner applies it to the ending it decided (`plan::Sentinel::for_ending`); readers of
-//! a log (`tail --until-done`, ...) apply it to the state the log's terminal event leaves, so
-//! both give the same code for the same run.
+//! How a run ended, and the one rule from that to the sentinel's status line and the exit code
+//! of `run`, `resume` and `tail --until-done` (a read command's own codes are `exit_codes`).
+//! The runner applies it to the ending it decided (`Sentinel::for_ending`); readers of a log
+//! apply it to the state the log's terminal event leaves, so both give the same code for the
+//! same run.
 
 use crate::plan::ExitReason;
 use crate::state::{RunState, Status};
