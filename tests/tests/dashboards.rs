@@ -18,6 +18,17 @@ use loopctl_tests::repo;
 use serde_json::Value;
 
 const DASHBOARDS: [&str; 2] = ["loopctl-overview.json", "loopctl-loop.json"];
+/// Grafana's built-in panel types the dashboards may use (no plugin to install).
+const PANEL_TYPES: [&str; 6] = [
+    "stat",
+    "timeseries",
+    "bargauge",
+    "table",
+    "piechart",
+    "gauge",
+];
+/// Grafana unit ids the dashboards may use (a typo would show as a literal suffix).
+const UNITS: [&str; 5] = ["short", "none", "s", "percentunit", "currencyUSD"];
 /// Grafana's built-in interval variables, as the tests substitute them.
 const BUILTINS: [(&str, &str); 3] = [
     ("__rate_interval", "1m"),
@@ -266,6 +277,35 @@ fn contract_and_sample_agree() {
         };
         assert!(present, "{name}: no series in sample.prom");
     }
+    // Live-run series exist exactly for the running runs: one last-event gauge per running run.
+    let value_of = |prefix: &str| -> f64 {
+        s.text
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    for lp in s
+        .text
+        .lines()
+        .filter_map(|l| l.strip_prefix("loopctl_runs{loop=\""))
+    {
+        let lp = &lp[..lp.find('"').expect("loop label")];
+        let running = value_of(&format!("loopctl_runs{{loop=\"{lp}\",status=\"running\"}}"));
+        let live = s
+            .text
+            .lines()
+            .filter(|l| {
+                l.starts_with(&format!(
+                    "loopctl_run_last_event_timestamp_seconds{{loop=\"{lp}\","
+                ))
+            })
+            .count();
+        assert_eq!(
+            running, live as f64,
+            "{lp}: running runs vs live-run series"
+        );
+    }
     // Bounded cardinality: only the two live-run gauges carry `run`.
     let live = [
         "loopctl_run_last_event_timestamp_seconds",
@@ -360,6 +400,16 @@ fn dashboards_are_well_formed() {
                 .as_str()
                 .unwrap_or_default();
             assert!(!unit.is_empty(), "{ctx}: no unit");
+            // Grafana shows an unknown panel type as "plugin not found", an unknown unit as text.
+            assert!(
+                PANEL_TYPES.contains(&str_of(&p["type"], &ctx)),
+                "{ctx}: type {}",
+                p["type"]
+            );
+            assert!(
+                UNITS.contains(&unit),
+                "{ctx}: unit {unit:?} is not one of {UNITS:?}"
+            );
             assert_eq!(p["datasource"]["uid"], "${datasource}", "{ctx}: datasource");
             let targets = p["targets"].as_array().filter(|t| !t.is_empty());
             for t in targets.unwrap_or_else(|| panic!("{ctx}: no targets")) {
