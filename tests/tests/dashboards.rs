@@ -428,6 +428,19 @@ fn dashboards_are_well_formed() {
             }
         }
 
+        for (var, v) in vars.iter().filter(|(_, v)| v["type"] == "query") {
+            let query = str_of(&v["query"], name);
+            for n in metric_names(query) {
+                assert!(
+                    defined(&n, &contract),
+                    "{name}: ${var}: {n} is not in docs/metrics.md"
+                );
+                assert!(
+                    s.series.contains(&n),
+                    "{name}: ${var}: {n} is not in sample.prom"
+                );
+            }
+        }
         for (ctx, expr) in panel_exprs(name, &d) {
             check_expr(&ctx, &expr, &contract, &s);
             for var in variables_used(&expr) {
@@ -952,9 +965,10 @@ fn every_panel_and_alert_expression_returns_data_from_a_real_prometheus() {
             }
             // A variable's `label_values(selector, label)` must find its label in the data.
             for v in d["templating"]["list"].as_array().into_iter().flatten() {
-                let Some(def) = v["definition"].as_str() else {
+                if v["type"] != "query" {
                     continue;
-                };
+                }
+                let def = str_of(&v["query"], name);
                 let inner = def
                     .strip_prefix("label_values(")
                     .and_then(|r| r.strip_suffix(')'))
