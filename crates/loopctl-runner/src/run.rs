@@ -153,9 +153,12 @@ pub fn now() -> Ts {
 pub fn new_run_id(stem: &str) -> String {
     let t = time::OffsetDateTime::now_utc();
     let stem = safe_name(stem, '-');
+    // The id must pass `run_id::check`: it starts with a letter or digit.
+    let stem = stem.trim_start_matches(['-', '_']);
+    let stem = &stem[..stem.len().min(loopctl_core::rules::run_id::MAX_LEN - 16)];
     format!(
         "{}-{:04}{:02}{:02}-{:02}{:02}{:02}",
-        if stem.is_empty() { "loop" } else { &stem },
+        if stem.is_empty() { "loop" } else { stem },
         t.year(),
         u8::from(t.month()),
         t.day(),
@@ -166,12 +169,7 @@ pub fn new_run_id(stem: &str) -> String {
 }
 
 fn check_run_id(id: &str) -> Result<()> {
-    if id.is_empty() || id == "." || id == ".." || id.contains(['/', '\\', '\0']) {
-        return Err(RunnerError::Invalid(format!(
-            "run id {id:?} cannot name a folder: use letters, digits, '-', '_' or '.'"
-        )));
-    }
-    Ok(())
+    loopctl_core::rules::run_id::check(id).map_err(|e| RunnerError::Invalid(e.to_string()))
 }
 
 /// `name` with anything but ASCII letters, digits, `-` and `_` replaced by `with`.

@@ -41,10 +41,21 @@ fn each_attempt_has_its_own_session_and_a_resume_finds_the_same_one() {
 
 #[test]
 fn a_run_id_must_name_one_folder() {
-    for bad in ["", ".", "..", "a/b", "a\\b", "a\0b"] {
+    // The one rule (rules::run_id): it also refuses what starts with '-' or '.', and non-ASCII.
+    for bad in [
+        "",
+        ".",
+        "..",
+        "a/b",
+        "a\\b",
+        "a\0b",
+        "..x",
+        "-rf",
+        "run 🚀 ünï",
+    ] {
         assert!(check_run_id(bad).is_err(), "{bad:?} accepted");
     }
-    for good in ["fix-20260101-120000", "a.b_c", "..x"] {
+    for good in ["fix-20260101-120000", "a.b_c", "x..y"] {
         assert!(check_run_id(good).is_ok(), "{good:?} refused");
     }
     assert_eq!(safe_name("fix the tests/2", '_'), "fix_the_tests_2");
