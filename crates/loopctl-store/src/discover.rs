@@ -3,8 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
+use std::io::{Read, Seek, SeekFrom};
+
+use loopctl_core::{Ts, parse_line};
 use serde::Deserialize;
 
+use crate::read::{ReadOptions, rows_file};
 use crate::{Result, StoreError, io_err};
 
 pub const LOG_NAME: &str = "history.jsonl";
@@ -20,8 +24,12 @@ pub struct RunRef {
     pub name: String,
     pub dir: Option<PathBuf>,
     pub log: PathBuf,
-    /// Where this run's `run.json` lives (beside `history.jsonl`); `None` for a bare log file.
+    /// The log's state file: `run.json` beside `history.jsonl`, `<stem>.run.json` beside a
+    /// bare log. It holds one run's state; see `state_path` for the others of the log.
     pub run_json: Option<PathBuf>,
+    /// The run of the log this reference selects (a run id, as a RUN argument or `--run-id`
+    /// named it); `None`: the log's own run (`snapshot::folder_run`).
+    pub run_id: Option<String>,
 }
 
 impl RunRef {
@@ -34,6 +42,7 @@ impl RunRef {
             dir: Some(dir.to_path_buf()),
             log: dir.join(LOG_NAME),
             run_json: Some(dir.join(RUN_JSON)),
+            run_id: None,
         }
     }
 
@@ -51,7 +60,80 @@ impl RunRef {
                 .unwrap_or_default(),
             dir: None,
             log: log.to_path_buf(),
-            run_json: None,
+            run_json: Some(log.with_extension(RUN_JSON)),
+            run_id: None,
+        }
+    }
+}
+
+/// Where the state of run `run_id` of a log lives, given the log's state file `shared`
+/// (`run.json`, or `<stem>.run.json` beside a bare log).
+///
+/// A state file belongs to one run. `shared` is the state of the run it names (its `run_id`);
+/// when it names none, of the log's own run. Every other run of a log holding several has its
+/// own file beside it: `<run_id>.run.json` in a run folder, `<stem>.<run_id>.run.json` beside a
+/// bare log. So recovering one run never writes over another's state. `owner` is the run
+/// `shared` belongs to (`None` when it does not exist); `several` whether the log holds more
+/// than one run.
+pub fn state_path(shared: &Path, run_id: &str, owner: Option<&str>, several: bool) -> PathBuf {
+    if !several || owner == Some(run_id) {
+        return shared.to_path_buf();
+    }
+    let name = shared
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let prefix = name.strip_suffix(RUN_JSON).unwrap_or("");
+    shared.with_file_name(format!(
+        "{prefix}{}.{RUN_JSON}",
+        loopctl_core::rules::run_id::file_name(run_id)
+    ))
+}
+
+/// A run of a log under the root, as an ambiguous RUN argument lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub run_id: String,
+    pub alias: String,
+    pub log: PathBuf,
+}
+
+/// Why a run was chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Why {
+    /// RUN or `--run-id` named it.
+    Named,
+    /// No RUN: `current.json` names it.
+    Current,
+    /// No RUN, and no `current.json` naming a run under the root: the newest run.
+    Newest {
+        /// Why `current.json` was not used.
+        current: String,
+        /// When its log last changed: `last event <time>`, else `log modified <time>`.
+        at: String,
+    },
+}
+
+/// What a RUN argument (and `--run-id`) selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selected {
+    pub run: RunRef,
+    pub why: Why,
+}
+
+impl Selected {
+    /// A line for the user when the run was not named: which run, and why it.
+    pub fn explain(&self) -> Option<String> {
+        let what = match &self.run.run_id {
+            Some(id) => format!("{id} ({})", self.run.log.display()),
+            None => self.run.log.display().to_string(),
+        };
+        match &self.why {
+            Why::Named => None,
+            Why::Current => Some(format!("no RUN given: using {what}, which {CURRENT} names")),
+            Why::Newest { current, at } => Some(format!(
+                "no RUN given: using the newest run, {what} ({at}); {current}"
+            )),
         }
     }
 }
@@ -82,19 +164,41 @@ pub fn read_current(root: &Path) -> Option<Current> {
     serde_json::from_str(&text).ok()
 }
 
-/// Resolves a RUN argument: a run folder, a log file, or a run id / alias under `root`. With no
-/// argument, the run `current.json` points at.
-pub fn resolve(spec: Option<&str>, root: &Path) -> Result<RunRef> {
-    let Some(spec) = spec else {
-        let cur = read_current(root).ok_or_else(|| {
-            StoreError::NotFound(format!(
-                "no active run: {} has no readable {CURRENT}; name a run (see `loopctl list`)",
-                root.display()
-            ))
-        })?;
-        let name = cur.task_alias.or(cur.active_run_id).unwrap_or_default();
-        return resolve(Some(&name), root);
+/// Resolves a RUN argument and `--run-id` to one run. RUN is a log file, a run folder, a
+/// folder under `root` by name, or a run id or alias of a run in any log under `root` (a log
+/// may hold several runs). `--run-id` picks a run of the log RUN names, or with no RUN is
+/// looked up under `root` like one. With neither: the run `current.json` names when it is
+/// under the root, else the newest run. An alias several runs share is `Ambiguous`.
+pub fn select(spec: Option<&str>, run_id: Option<&str>, root: &Path) -> Result<Selected> {
+    let mut sel = match (spec, run_id) {
+        (Some(spec), _) => Selected {
+            run: resolve_spec(spec, root)?,
+            why: Why::Named,
+        },
+        (None, Some(id)) => Selected {
+            run: resolve_under(id, root)?,
+            why: Why::Named,
+        },
+        (None, None) => default_run(root)?,
     };
+    if let Some(id) = run_id {
+        if let Some(named) = sel.run.run_id.as_deref().filter(|n| *n != id) {
+            return Err(StoreError::NotFound(format!(
+                "{} names run {named:?} but --run-id asks for {id:?}; give one of them",
+                spec.unwrap_or(id)
+            )));
+        }
+        sel.run.run_id = Some(id.to_string());
+    }
+    Ok(sel)
+}
+
+/// `select` for a RUN argument alone: the run reference.
+pub fn resolve(spec: Option<&str>, root: &Path) -> Result<RunRef> {
+    Ok(select(spec, None, root)?.run)
+}
+
+fn resolve_spec(spec: &str, root: &Path) -> Result<RunRef> {
     let p = Path::new(spec);
     if p.is_file() {
         return Ok(RunRef::file(p));
@@ -107,20 +211,7 @@ pub fn resolve(spec: Option<&str>, root: &Path) -> Result<RunRef> {
             "{spec}: folder has no {LOG_NAME}; if it is a root, list its runs with `loopctl list {spec}`"
         )));
     }
-    let dir = root.join(spec);
-    if dir.join(LOG_NAME).is_file() {
-        return Ok(RunRef::folder(&dir));
-    }
-    // A full run id whose folder is named by alias.
-    for r in list_runs(root).unwrap_or_default() {
-        if first_run_id(&r.log).as_deref() == Some(spec) {
-            return Ok(r);
-        }
-    }
-    Err(StoreError::NotFound(format!(
-        "no run {spec:?}: not a file, not a folder, and no run of that id or alias under {}",
-        root.display()
-    )))
+    resolve_under(spec, root)
 }
 
 /// The command that continues `run` (an interrupted run) when `root` is the root in use: by
@@ -153,16 +244,144 @@ fn shell_word(s: &str) -> String {
     }
 }
 
-/// The `run_id` of the first event of a log that has one.
-fn first_run_id(log: &Path) -> Option<String> {
-    let text = std::fs::read(log).ok()?;
-    text.split(|&b| b == b'\n').take(50).find_map(|l| {
-        let t = std::str::from_utf8(l).ok()?;
-        loopctl_core::event::run_key(t)
-            .ok()
-            .flatten()
-            .map(|k| k.into_owned())
+/// A run folder under `root` named `spec`, else the run whose id (else alias) is `spec` in any
+/// log under `root`.
+fn resolve_under(spec: &str, root: &Path) -> Result<RunRef> {
+    let dir = root.join(spec);
+    if !spec.is_empty() && dir.join(LOG_NAME).is_file() {
+        return Ok(RunRef::folder(&dir));
+    }
+    let all = candidates_under(root);
+    let by_id: Vec<&Candidate> = all.iter().filter(|c| c.run_id == spec).collect();
+    let hits = if by_id.is_empty() {
+        all.iter().filter(|c| c.alias == spec).collect()
+    } else {
+        by_id
+    };
+    match hits.as_slice() {
+        [] => Err(StoreError::NotFound(format!(
+            "no run {spec:?}: not a file, not a folder, and no run of that id or alias under {}",
+            root.display()
+        ))),
+        [one] => {
+            let mut r = RunRef::file(&one.log);
+            r.run_id = Some(one.run_id.clone());
+            Ok(r)
+        }
+        many => Err(StoreError::Ambiguous {
+            spec: spec.to_string(),
+            candidates: many.iter().map(|c| (*c).clone()).collect(),
+        }),
+    }
+}
+
+/// Every run of every log under `root`, with its alias. Logs that cannot be read are left out.
+pub fn candidates_under(root: &Path) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for r in list_runs(root).unwrap_or_default() {
+        let opts = ReadOptions {
+            default_run: r.name.clone(),
+            threads: 1,
+            ..ReadOptions::default()
+        };
+        if let Ok(rows) = rows_file(&r.log, &opts) {
+            out.extend(rows.runs.iter().map(|s| Candidate {
+                run_id: s.run_id.clone(),
+                alias: s.task_alias.clone(),
+                log: r.log.clone(),
+            }));
+        }
+    }
+    out
+}
+
+/// With no RUN: the run `current.json` names if it is under the root, else the newest run.
+fn default_run(root: &Path) -> Result<Selected> {
+    let current = match read_current(root) {
+        Some(cur) => {
+            let names: Vec<String> = [cur.active_run_id, cur.task_alias]
+                .into_iter()
+                .flatten()
+                .filter(|n| !n.is_empty())
+                .collect();
+            for n in &names {
+                if let Ok(run) = resolve_under(n, root) {
+                    return Ok(Selected {
+                        run,
+                        why: Why::Current,
+                    });
+                }
+            }
+            match names.first() {
+                Some(n) => format!("{CURRENT} names {n:?}, which is not under the root"),
+                None => format!("{CURRENT} names no run"),
+            }
+        }
+        None => format!("{} has no {CURRENT}", root.display()),
+    };
+    let (run, (at, of_event)) = newest(root).ok_or_else(|| {
+        StoreError::NotFound(format!(
+            "no runs under {}: name a run, or start one with `loopctl run`",
+            root.display()
+        ))
+    })?;
+    Ok(Selected {
+        run,
+        why: Why::Newest {
+            current,
+            at: format!(
+                "{} {}",
+                if of_event {
+                    "last event"
+                } else {
+                    "log modified"
+                },
+                at.to_rfc3339()
+            ),
+        },
     })
+}
+
+/// The run folder under `root` whose log changed last, with `last_change`'s answer. Ties
+/// (the same last event time) go to the log written last.
+pub fn newest(root: &Path) -> Option<(RunRef, (Ts, bool))> {
+    let modified = |log: &Path| std::fs::metadata(log).and_then(|m| m.modified()).ok();
+    list_runs(root)
+        .ok()?
+        .into_iter()
+        .filter_map(|r| last_change(&r.log).map(|t| (modified(&r.log), r, t)))
+        .max_by(|(m, a, t), (n, b, u)| {
+            t.0.cmp(&u.0)
+                .then_with(|| m.cmp(n))
+                .then_with(|| a.name.cmp(&b.name))
+        })
+        .map(|(_, r, t)| (r, t))
+}
+
+/// When `log` last changed: the time of its last event that has one (read from the end), with
+/// `true`; else the file's modification time, with `false`.
+pub fn last_change(log: &Path) -> Option<(Ts, bool)> {
+    const TAIL: u64 = 64 * 1024;
+    let mut f = std::fs::File::open(log).ok()?;
+    let meta = f.metadata().ok()?;
+    let start = meta.len().saturating_sub(TAIL);
+    let mut bytes = Vec::new();
+    f.seek(SeekFrom::Start(start)).ok()?;
+    f.read_to_end(&mut bytes).ok()?;
+    let last_event = bytes.rsplit(|&b| b == b'\n').find_map(|line| {
+        let t = std::str::from_utf8(line).ok()?.trim_end_matches('\r');
+        parse_line(t).ok()?.ts
+    });
+    if let Some(t) = last_event {
+        return Some((t, true));
+    }
+    let ms = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis();
+    Some((Ts::from_millis(i64::try_from(ms).ok()?), false))
 }
 
 /// Every run folder directly under `root` (one holding `history.jsonl`), sorted by name.
@@ -236,5 +455,64 @@ mod tests {
                 "loopctl resume r1"
             );
         }
+    }
+
+    fn log(root: &Path, dir: &str, lines: &[(&str, &str)]) {
+        let d = root.join(dir);
+        std::fs::create_dir_all(&d).unwrap();
+        let text: String = lines
+            .iter()
+            .map(|(id, ts)| {
+                format!("{{\"v\":1,\"ts\":\"{ts}\",\"run_id\":\"{id}\",\"event\":\"run_started\",\"payload\":{{}}}}\n")
+            })
+            .collect();
+        std::fs::write(d.join(LOG_NAME), text).unwrap();
+    }
+
+    #[test]
+    fn state_files_belong_to_one_run() {
+        let shared = Path::new("/r/merged.run.json");
+        assert_eq!(state_path(shared, "a-1", None, false), shared);
+        assert_eq!(state_path(shared, "a-1", Some("a-1"), true), shared);
+        assert_eq!(
+            state_path(shared, "b-1", Some("a-1"), true),
+            Path::new("/r/merged.b-1.run.json")
+        );
+        assert_eq!(
+            state_path(Path::new("/r/x/run.json"), "b-1", None, true),
+            Path::new("/r/x/b-1.run.json")
+        );
+        let odd = state_path(shared, "../../etc", None, true);
+        assert_eq!(odd.parent(), Some(Path::new("/r")));
+    }
+
+    #[test]
+    fn ids_and_aliases_select_runs_inside_logs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        log(
+            root,
+            "m",
+            &[
+                ("a-20260101-000000", "2026-01-01T00:00:00Z"),
+                ("b-20260101-000001", "2026-01-02T00:00:00Z"),
+            ],
+        );
+        log(root, "n", &[("b-20260202-000000", "2026-01-03T00:00:00Z")]);
+        let r = resolve(Some("a-20260101-000000"), root).unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.run_id.as_deref()),
+            ("m", Some("a-20260101-000000"))
+        );
+        let r = resolve(Some("a"), root).unwrap();
+        assert_eq!(r.run_id.as_deref(), Some("a-20260101-000000"));
+        match resolve(Some("b"), root) {
+            Err(StoreError::Ambiguous { candidates, .. }) => assert_eq!(candidates.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        let s = select(None, None, root).unwrap();
+        assert_eq!(s.run.name, "n");
+        assert!(matches!(s.why, Why::Newest { .. }));
+        assert!(select(Some("a-20260101-000000"), Some("b-20260101-000001"), root).is_err());
     }
 }

@@ -25,6 +25,23 @@ pub enum StoreError {
     NotFound(String),
     #[error("{path}: {reason}")]
     Invalid { path: PathBuf, reason: String },
+    /// A RUN argument several runs answer to.
+    #[error("{}", ambiguous(spec, candidates))]
+    Ambiguous {
+        spec: String,
+        candidates: Vec<discover::Candidate>,
+    },
+}
+
+fn ambiguous(spec: &str, candidates: &[discover::Candidate]) -> String {
+    let mut s = format!(
+        "{spec:?} is ambiguous: {} runs answer to it; name one by its run id, or its log and --run-id",
+        candidates.len()
+    );
+    for c in candidates {
+        s += &format!("\n  {}  alias {}  {}", c.run_id, c.alias, c.log.display());
+    }
+    s
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;

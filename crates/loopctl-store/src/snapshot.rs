@@ -15,7 +15,7 @@ use loopctl_core::{Outcome, RunState};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::discover::RunRef;
+use crate::discover::{RunRef, state_path};
 use crate::read::{ReadOptions, replay_file};
 use crate::{Result, StoreError, io_err};
 
@@ -55,6 +55,8 @@ pub struct Rebuilt {
     pub differences: Vec<String>,
     pub provenance: Vec<Provenance>,
     pub repairs: Vec<String>,
+    /// The chosen run's state file (`discover::state_path`): what `recover` writes.
+    pub state_path: Option<PathBuf>,
 }
 
 impl Rebuilt {
@@ -113,9 +115,86 @@ pub fn prior_fields(path: &Path) -> Option<Map<String, Value>> {
     })
 }
 
-/// Rebuilds the state of the run in `log`, using `run_json` as a snapshot when it agrees.
-/// With `use_snapshot` false the whole log is read (for full statistics). `pick` selects the run when the log holds several (else the one `run.json` names, else the
-/// one whose alias is `default_run`, else the most recently updated).
+/// A state file as `rebuild` found it.
+struct PriorFile {
+    prior: Prior,
+    detail: Option<String>,
+    /// A loopctl snapshot whose mark agrees with the log.
+    snapshot: Option<RunState>,
+    fields: Map<String, Value>,
+    repairs: Vec<String>,
+    source: &'static str,
+}
+
+impl PriorFile {
+    fn run_id(&self) -> Option<&str> {
+        self.fields.get("run_id").and_then(Value::as_str)
+    }
+}
+
+/// Reads the state file at `path` (if any) and judges it against `log`.
+fn read_prior(log: &Path, path: Option<&Path>) -> Result<PriorFile> {
+    let mut p = PriorFile {
+        prior: Prior::Missing,
+        detail: None,
+        snapshot: None,
+        fields: Map::new(),
+        repairs: Vec::new(),
+        source: "run.json",
+    };
+    let text = match path {
+        Some(path) => match std::fs::read(path) {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(p),
+            Err(e) => {
+                p.prior = Prior::Unreadable;
+                p.detail = Some(format!("cannot be read: {e}"));
+                return Ok(p);
+            }
+        },
+        None => return Ok(p),
+    };
+    match serde_json::from_str::<Value>(&text) {
+        Ok(v) => {
+            if let (Ok(s), true) = (
+                serde_json::from_value::<RunState>(v.clone()),
+                v.get("log").is_some(),
+            ) {
+                if mark_agrees(log, &s)? {
+                    p.prior = Prior::Snapshot;
+                    p.snapshot = Some(s);
+                } else {
+                    p.prior = Prior::Mismatch;
+                    p.detail = Some(format!(
+                        "the line its log mark names (line {}, offset {}) is not in the log",
+                        s.log.line, s.log.offset
+                    ));
+                }
+            } else {
+                p.prior = Prior::Foreign;
+            }
+            if let Value::Object(m) = v {
+                p.fields = m;
+            }
+        }
+        Err(e) => {
+            p.prior = Prior::Damaged;
+            p.detail = Some(format!("not valid JSON: {e}"));
+            let s = salvage_object(&text);
+            p.fields = s.fields;
+            p.repairs = s.repairs;
+            p.source = "run.json (salvaged)";
+        }
+    }
+    Ok(p)
+}
+
+/// Rebuilds the state of the run in `log`, using its state file as a snapshot when it agrees.
+/// `run_json` is the log's state file (`discover::state_path` says which file holds the
+/// state of each run of a log holding several). With `use_snapshot` false the whole log is
+/// read (for full statistics). `pick` selects the run when the log holds several (else the
+/// one `run_json` names, else the one whose alias is `default_run`, else the most recently
+/// updated).
 pub fn rebuild(
     log: &Path,
     run_json: Option<&Path>,
@@ -123,68 +202,19 @@ pub fn rebuild(
     pick: Option<&str>,
     use_snapshot: bool,
 ) -> Result<Rebuilt> {
-    let mut prior = Prior::Missing;
-    let mut prior_detail = None;
-    let text = match run_json {
-        Some(p) => match std::fs::read(p) {
-            Ok(b) => Some(String::from_utf8_lossy(&b).into_owned()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => {
-                prior = Prior::Unreadable;
-                prior_detail = Some(format!("cannot be read: {e}"));
-                None
-            }
-        },
-        None => None,
-    };
-    let mut snapshot = None;
-    let mut fields = Map::new();
-    let mut repairs = Vec::new();
-    let mut salvaged_source = "run.json";
-    if let Some(text) = &text {
-        match serde_json::from_str::<Value>(text) {
-            Ok(v) => {
-                if let (Ok(s), true) = (
-                    serde_json::from_value::<RunState>(v.clone()),
-                    v.get("log").is_some(),
-                ) {
-                    if mark_agrees(log, &s)? {
-                        prior = Prior::Snapshot;
-                        snapshot = Some(s);
-                    } else {
-                        prior = Prior::Mismatch;
-                        prior_detail = Some(format!(
-                            "the line its log mark names (line {}, offset {}) is not in the log",
-                            s.log.line, s.log.offset
-                        ));
-                    }
-                } else {
-                    prior = Prior::Foreign;
-                }
-                if let Value::Object(m) = v {
-                    fields = m;
-                }
-            }
-            Err(e) => {
-                prior = Prior::Damaged;
-                prior_detail = Some(format!("not valid JSON: {e}"));
-                let s = salvage_object(text);
-                fields = s.fields;
-                repairs = s.repairs;
-                salvaged_source = "run.json (salvaged)";
-            }
-        }
-    }
-    let single = use_snapshot && pick.is_none() && snapshot.is_some();
-    let outcome = replay_file(log, opts, snapshot.as_ref().filter(|_| single))?;
-    let prior_id = fields
-        .get("run_id")
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let shared = read_prior(log, run_json)?;
+    // A snapshot continues only its own run: used when it is the run asked for, and when every
+    // line before its mark is its own event (no other run's state or finding would be lost).
+    let snapshot = shared
+        .snapshot
+        .as_ref()
+        .filter(|s| use_snapshot && pick.is_none_or(|p| p == s.run_id) && s.events >= s.log.line);
+    let outcome = replay_file(log, opts, snapshot)?;
+    let several = outcome.runs.len() > 1;
     let chosen = pick.map(str::to_string).or_else(|| {
-        prior_id
-            .as_deref()
-            .filter(|id| outcome.runs.len() > 1 && outcome.runs.contains_key(*id))
+        shared
+            .run_id()
+            .filter(|id| several && outcome.runs.contains_key(*id))
             .or_else(|| folder_run(&outcome, &opts.default_run).map(|s| s.run_id.as_str()))
             .map(str::to_string)
     });
@@ -198,12 +228,28 @@ pub fn rebuild(
         })?),
         None => None,
     };
+    // The state file of the chosen run: the shared one, or its own beside it.
+    let owner = match (shared.prior != Prior::Missing, shared.run_id()) {
+        (false, _) => None,
+        (true, Some(id)) => Some(id.to_string()),
+        (true, None) => folder_run(&outcome, &opts.default_run).map(|s| s.run_id.clone()),
+    };
+    let path = match (run_json, &state) {
+        (Some(shared), Some(s)) => Some(state_path(shared, &s.run_id, owner.as_deref(), several)),
+        (p, _) => p.map(Path::to_path_buf),
+    };
+    let own = if path.as_deref() == run_json {
+        shared
+    } else {
+        read_prior(log, path.as_deref())?
+    };
     let mut provenance = Vec::new();
     let mut differences = Vec::new();
     if let Some(s) = state.as_mut() {
         stamp(log, s)?;
-        let same_run = prior_id.as_deref().is_none_or(|id| id == s.run_id);
-        let source = if same_run { salvaged_source } else { "none" };
+        let fields = &own.fields;
+        let same_run = own.run_id().is_none_or(|id| id == s.run_id);
+        let source = if same_run { own.source } else { "none" };
         let mut take = |field: &'static str, have: bool, slot: &mut dyn FnMut(&Value) -> bool| {
             let src = if have {
                 "log"
@@ -226,22 +272,24 @@ pub fn rebuild(
             s.max_iterations = v.as_u64();
             s.max_iterations.is_some()
         });
-        if !matches!(prior, Prior::Missing | Prior::Unreadable) {
-            differences = compare(&fields, s);
+        if !matches!(own.prior, Prior::Missing | Prior::Unreadable) {
+            differences = compare(fields, s);
         }
     }
     Ok(Rebuilt {
         outcome,
         state,
-        prior,
-        prior_detail,
+        prior: own.prior,
+        prior_detail: own.detail,
         differences,
         provenance,
-        repairs,
+        repairs: own.repairs,
+        state_path: path,
     })
 }
 
-/// Replays a run's log in one thread: the outcome, and the state of the run the log is about.
+/// Replays a run's log in one thread: the outcome, and the state of the run selected (its
+/// `run_id`, else the run the log is about).
 pub fn replay_run(run: &RunRef, max_line: usize) -> Result<(Outcome, Option<RunState>)> {
     let opts = ReadOptions {
         default_run: run.name.clone(),
@@ -250,7 +298,10 @@ pub fn replay_run(run: &RunRef, max_line: usize) -> Result<(Outcome, Option<RunS
         states: true,
     };
     let outcome = replay_file(&run.log, &opts, None)?;
-    let state = folder_run(&outcome, &run.name).cloned();
+    let state = match &run.run_id {
+        Some(id) => outcome.runs.get(id).cloned(),
+        None => folder_run(&outcome, &run.name).cloned(),
+    };
     Ok((outcome, state))
 }
 

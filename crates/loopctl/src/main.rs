@@ -27,7 +27,9 @@ pub use loopctl_core::exit_codes as exit;
         append-only event log, history.jsonl. loopctl reads its own logs, aif-loop's \
         history.jsonl and Avenor's --on-event NDJSON, and tells them apart line by line.\n\n\
         RUN is a run folder (holding history.jsonl), a log file (.jsonl/.ndjson), or a run id or \
-        alias under the root. The root is --root, else $LOOPCTL_ROOT, else .loopctl/, else \
+        alias of any run under the root, also inside a log holding several (--run-id picks a run \
+        of a log); an alias several runs share is an error listing them. With no RUN: the run \
+        current.json names, else the newest run under the root (docs/runs.md). The root is --root, else $LOOPCTL_ROOT, else .loopctl/, else \
         aif-loop's .ai-factory/evolution/ when that is what the current folder has.",
     after_help = "Exit codes: 0 ok, 1 findings (check; any command with --strict; a log that holds no event), \
         2 error, 3 a run stagnates (stagnation).\n\

@@ -24,19 +24,23 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let run = ctx.resolve(a.target.run.as_deref())?;
-    // With no run.json to compare against, the run states themselves are not needed: the
+    let run = ctx.target(&a.target)?;
+    // With no state file to compare against, the run states themselves are not needed: the
     // replay only counts and checks (same statistics and findings, less work per event).
     // Anything there counts, even what cannot be read (a symlink loop), to be reported.
-    let compare = run
-        .run_json
-        .as_deref()
-        .is_some_and(|p| p.symlink_metadata().is_ok());
+    let compare = run.run_id.is_some()
+        || run
+            .run_json
+            .as_deref()
+            .is_some_and(|p| p.symlink_metadata().is_ok());
     let rebuilt = if compare {
-        ctx.rebuild(&run, None, false)?
+        ctx.rebuild(&run, false)?
     } else {
         ctx.count(&run)?
     };
+    if let Some(s) = &rebuilt.state {
+        ctx.note_one_of(&run, rebuilt.outcome.runs.len(), &s.run_id);
+    }
     let o = &rebuilt.outcome;
     let run_json_bad = matches!(
         rebuilt.prior,
@@ -56,7 +60,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             "stats": o.stats,
             "findings": o.findings,
             "run_json": {
-                "path": run.run_json,
+                "path": rebuilt.state_path.as_ref().or(run.run_json.as_ref()),
                 "prior": rebuilt.prior,
                 "detail": rebuilt.prior_detail,
                 "agrees": !run_json_bad,

@@ -13,6 +13,7 @@ pub mod stagnation;
 pub mod status;
 pub mod stop;
 pub mod tail;
+pub mod timeline;
 pub mod values;
 
 use std::cell::OnceCell;
@@ -38,8 +39,13 @@ pub fn free_at_exit<T>(value: T) {
 /// The RUN argument every per-run command takes.
 #[derive(clap::Args)]
 pub struct RunArg {
-    /// Run folder, log file, or run id/alias under the root (default: the active run).
+    /// Run folder, log file, or run id/alias under the root (default: the run current.json
+    /// names, else the newest run under the root).
     pub run: Option<String>,
+    /// The run to use when the log holds several; with no RUN, a run id looked up under the
+    /// root.
+    #[arg(long, value_name = "RUN_ID")]
+    pub run_id: Option<String>,
 }
 
 pub struct Ctx {
@@ -73,7 +79,22 @@ impl Ctx {
     }
 
     pub fn resolve(&self, spec: Option<&str>) -> anyhow::Result<RunRef> {
-        Ok(discover::resolve(spec, &self.root)?)
+        self.select(spec, None)
+    }
+
+    /// The run RUN and `--run-id` select (`discover::select`); says on stderr which run was
+    /// taken when none was named.
+    pub fn select(&self, spec: Option<&str>, run_id: Option<&str>) -> anyhow::Result<RunRef> {
+        let sel = discover::select(spec, run_id, &self.root)?;
+        if let Some(why) = sel.explain() {
+            output::note(&why);
+        }
+        Ok(sel.run)
+    }
+
+    /// The run `a` selects.
+    pub fn target(&self, a: &RunArg) -> anyhow::Result<RunRef> {
+        self.select(a.run.as_deref(), a.run_id.as_deref())
     }
 
     pub fn opts_for(&self, run: &RunRef) -> ReadOptions {
@@ -83,23 +104,19 @@ impl Ctx {
         }
     }
 
-    /// Rebuilds `run` from its log (and its run.json, as snapshot or salvage source). A
-    /// run.json that cannot be read is warned about and the log alone is used.
-    pub fn rebuild(
-        &self,
-        run: &RunRef,
-        pick: Option<&str>,
-        use_snapshot: bool,
-    ) -> anyhow::Result<Rebuilt> {
+    /// Rebuilds `run` (the run it selects, else the log's own) from its log and its state
+    /// file, as snapshot or salvage source. A state file that cannot be read is warned about
+    /// and the log alone is used.
+    pub fn rebuild(&self, run: &RunRef, use_snapshot: bool) -> anyhow::Result<Rebuilt> {
         let rebuilt = rebuild(
             &run.log,
             run.run_json.as_deref(),
             &self.opts_for(run),
-            pick,
+            run.run_id.as_deref(),
             use_snapshot,
         )
         .with_context(|| format!("replaying {}", run.log.display()))?;
-        if let (Prior::Unreadable, Some(path)) = (&rebuilt.prior, &run.run_json) {
+        if let (Prior::Unreadable, Some(path)) = (&rebuilt.prior, &rebuilt.state_path) {
             output::warn(&format!(
                 "{} {}; using the log alone (fields only run.json holds, such as task and criteria, are missing)",
                 path.display(),
@@ -107,6 +124,18 @@ impl Ctx {
             ));
         }
         Ok(rebuilt)
+    }
+
+    /// When a log holds several runs and one is shown: says so on stderr, naming the run shown
+    /// and how to pick another.
+    pub fn note_one_of(&self, run: &RunRef, runs: usize, shown: &str) {
+        if runs > 1 && run.run_id.is_none() {
+            output::note(&format!(
+                "{} holds {runs} runs; showing {shown} (pick another with --run-id ID; `loopctl list {}` lists them)",
+                run.log.display(),
+                run.log.display()
+            ));
+        }
     }
 
     /// `rebuild` for statistics and findings only: the run states hold just their ids, event

@@ -36,10 +36,6 @@ Examples:
 pub struct Args {
     #[command(flatten)]
     target: super::RunArg,
-    /// The run to report on, for logs holding several (default: the run the folder is about,
-    /// else the most recently updated).
-    #[arg(long, value_name = "RUN_ID")]
-    run_id: Option<String>,
     #[arg(long, value_enum, value_name = "FORMAT")]
     format: Option<FormatArg>,
     /// Same as --format json.
@@ -50,13 +46,13 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let run = ctx.resolve(a.target.run.as_deref())?;
+    let run = ctx.target(&a.target)?;
     let loaded = load(ctx, run)?;
     let runs = &loaded.outcome.runs;
     if runs.is_empty() {
         return Ok(super::no_event(&loaded.run.log));
     }
-    let state = match &a.run_id {
+    let state = match &loaded.run.run_id {
         Some(id) => runs.get(id).ok_or_else(|| {
             anyhow::anyhow!(
                 "{}: no run {id:?} in this log (it holds: {})",
@@ -68,14 +64,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             let Some(s) = folder_run(&loaded.outcome, &loaded.run.name) else {
                 return Ok(super::no_event(&loaded.run.log));
             };
-            if runs.len() > 1 {
-                output::note(&format!(
-                    "{} holds {} runs; reporting on {} (choose with --run-id)",
-                    loaded.run.log.display(),
-                    runs.len(),
-                    s.run_id
-                ));
-            }
+            ctx.note_one_of(&loaded.run, runs.len(), &s.run_id);
             s
         }
     };

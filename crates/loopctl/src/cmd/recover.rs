@@ -7,6 +7,12 @@ use crate::{exit, output};
 
 /// Rewrite run.json from the log, keeping a damaged or disagreeing run.json beside it.
 ///
+/// Where the state goes: a run folder's run.json, or NAME.run.json beside a bare log NAME.jsonl.
+/// A state file belongs to one run. In a log holding several runs (pick one with a run id as
+/// RUN, or --run-id), run.json stays the state of the run it names and each other run gets its
+/// own file beside it: RUN_ID.run.json in a run folder, NAME.RUN_ID.run.json beside a bare
+/// log. Recovering one run never touches another run's state file.
+///
 /// The whole log is replayed. Fields the log cannot supply (task, criteria, max_iterations of
 /// an aif-loop run without run_started) are salvaged from the old run.json where it can be read,
 /// and the report says where each came from. The old file is copied to run.json.damaged
@@ -15,9 +21,6 @@ use crate::{exit, output};
 pub struct Args {
     #[command(flatten)]
     target: super::RunArg,
-    /// The run to recover when the log holds several.
-    #[arg(long, value_name = "RUN_ID")]
-    run_id: Option<String>,
     /// Say what would be written without writing.
     #[arg(long)]
     dry_run: bool,
@@ -28,11 +31,11 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let run = ctx.resolve(a.target.run.as_deref())?;
-    let rebuilt = ctx.rebuild(&run, a.run_id.as_deref(), false)?;
+    let run = ctx.target(&a.target)?;
+    let rebuilt = ctx.rebuild(&run, false)?;
     let mut code = ctx.report_findings(&run, &rebuilt);
     let runs = rebuilt.outcome.runs.len();
-    if runs > 1 && a.run_id.is_none() {
+    if runs > 1 && run.run_id.is_none() {
         anyhow::bail!(
             "{} holds {runs} runs; pass --run-id ID to recover one (see `loopctl replay {}`)",
             run.log.display(),
@@ -42,8 +45,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let Some(text) = rebuilt.run_json() else {
         return Ok(super::no_event(&run.log));
     };
-    let target = run
-        .run_json
+    let target = rebuilt
+        .state_path
         .clone()
         .unwrap_or_else(|| run.log.with_extension("run.json"));
     let old = std::fs::read(&target).ok();

@@ -12,9 +12,6 @@ use crate::output;
 pub struct Args {
     #[command(flatten)]
     target: super::RunArg,
-    /// Only this run of a log that holds several.
-    #[arg(long, value_name = "RUN_ID")]
-    run_id: Option<String>,
     /// Machine-readable output (NDJSON, one state per run, for multi-run logs).
     #[arg(long)]
     json: bool,
@@ -24,11 +21,11 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let run = ctx.resolve(a.target.run.as_deref())?;
-    let rebuilt = ctx.rebuild(&run, a.run_id.as_deref(), !a.no_snapshot)?;
+    let run = ctx.target(&a.target)?;
+    let rebuilt = ctx.rebuild(&run, !a.no_snapshot)?;
     let code = ctx.report_findings(&run, &rebuilt);
     let runs = &rebuilt.outcome.runs;
-    if runs.len() > 1 && a.run_id.is_none() {
+    if runs.len() > 1 && run.run_id.is_none() {
         if a.json {
             let states: Vec<&RunState> = runs.values().collect();
             output::json_lines(&states, ctx.read.threads, |s, out| s.write_json(out));

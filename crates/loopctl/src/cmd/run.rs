@@ -16,6 +16,12 @@ use serde_json::Value;
 use super::Ctx;
 use crate::output;
 
+fn run_id(s: &str) -> Result<String, String> {
+    loopctl_core::rules::run_id::check(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
 /// Output and safety flags shared by `run` and `resume`.
 #[derive(ClapArgs)]
 pub struct Common {
@@ -88,7 +94,8 @@ pub struct RunArgs {
     #[arg(long, value_parser = super::values::duration, default_value = "2s", value_name = "DURATION")]
     retry_base: Duration,
     /// Run id (default: <loop-file-stem>-<yyyyMMdd-HHmmss>); also the run folder's name.
-    #[arg(long)]
+    /// ASCII letters, digits, '-', '_' or '.', starting with a letter or digit, at most 128.
+    #[arg(long, value_parser = run_id)]
     run_id: Option<String>,
     #[command(flatten)]
     common: Common,
@@ -173,7 +180,7 @@ fn apply_common(opts: &mut RunOptions, c: &Common) {
 }
 
 pub fn resume(ctx: &Ctx, a: ResumeArgs) -> anyhow::Result<u8> {
-    let run = ctx.resolve(a.target.run.as_deref())?;
+    let run = ctx.target(&a.target)?;
     let runner = match Runner::resume(&ctx.root, &run, |o| apply_common(o, &a.common)) {
         Ok(r) => r,
         Err(RunnerError::NotResumable(why)) => {

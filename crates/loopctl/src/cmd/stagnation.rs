@@ -221,7 +221,11 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             empty = true;
         }
         let runner = Default::default();
-        for (state, trace) in loaded.runs() {
+        let only = loaded.run.run_id.clone();
+        for (state, trace) in loaded
+            .runs()
+            .filter(|(s, _)| only.as_deref().is_none_or(|id| id == s.run_id))
+        {
             let (standing, _) = ctx.standing(&loaded.run, state, now, &runner);
             let v = assess(trace, &cfg, Some(now), standing.runner);
             let condition = standing.condition.as_str();

@@ -7,7 +7,8 @@ use super::Ctx;
 use crate::output;
 
 /// Show a run's state, rebuilt from its log: alias, status, iteration, phase, step, last score,
-/// last update. With no RUN, the active run named by current.json, checked against its log.
+/// last update. With no RUN, the run current.json names (checked against its log), else the
+/// newest run under the root; stderr says which.
 ///
 /// STATUS is running, interrupted (its runner is gone: `loopctl resume` continues it),
 /// completed, stopped or failed; docs/runner.md, "Run states", says what each means.
@@ -21,29 +22,32 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let current = discover::read_current(&ctx.root);
-    if a.target.run.is_none() && current.is_none() {
-        let none = ctx.runs()?.is_empty();
+    let unnamed = a.target.run.is_none() && a.target.run_id.is_none();
+    if unnamed && ctx.runs()?.is_empty() {
         if a.json {
             output::json_pretty(&json!({ "active": null }));
-        } else if none {
-            output::print(&super::no_runs(&ctx.root));
         } else {
-            output::print(&format!(
-                "no active loop ({} has no current.json)\n",
-                ctx.root.display()
-            ));
+            output::print(&super::no_runs(&ctx.root));
         }
         return Ok(crate::exit::OK);
     }
-    let run = ctx.resolve(a.target.run.as_deref())?;
-    let rebuilt = ctx.rebuild(&run, None, true)?;
+    let sel = discover::select(
+        a.target.run.as_deref(),
+        a.target.run_id.as_deref(),
+        &ctx.root,
+    )?;
+    if let Some(why) = sel.explain() {
+        output::note(&why);
+    }
+    let run = sel.run;
+    let rebuilt = ctx.rebuild(&run, true)?;
     let code = ctx.report_findings(&run, &rebuilt);
     let Some(s) = rebuilt.state.as_ref() else {
         return Ok(super::no_event(&run.log));
     };
+    ctx.note_one_of(&run, rebuilt.outcome.runs.len(), &s.run_id);
     // current.json is a hint: the log decides whether the run it names is still going.
-    let stale_current = a.target.run.is_none() && s.is_terminal();
+    let stale_current = sel.why == discover::Why::Current && s.is_terminal();
     let (standing, resume) = ctx.standing(&run, s, loopctl_runner::now(), &Default::default());
     let condition = standing.condition.as_str();
     if a.json {

@@ -28,7 +28,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let run = ctx.resolve(a.target.run.as_deref())?;
+    let run = ctx.target(&a.target)?;
     let r = manage::stop(
         &ctx.root,
         &run,

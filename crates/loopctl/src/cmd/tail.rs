@@ -10,13 +10,13 @@ use clap::Args as ClapArgs;
 use loopctl_core::event::{Event, Kind};
 use loopctl_core::lines::{LineText, Pos, decode};
 use loopctl_core::rules::run_exit::{EndFacts, RunExit};
-use loopctl_core::{RunState, Status, Ts, apply_mut, parse_line};
+use loopctl_core::{RunState, Ts, apply_mut, parse_line};
 use loopctl_follow::{Follower, Item, Start, tail_offset};
 use loopctl_store::discover::{self, LOG_NAME};
-use owo_colors::{AnsiColors, OwoColorize};
 use serde_json::Value;
 
 use super::Ctx;
+use super::timeline::{Colors, human, iteration_header};
 use crate::output;
 
 /// Follow one or more runs as they happen: one line per event. RUN may be a run folder, a log
@@ -117,6 +117,8 @@ fn parse_since(s: &str) -> anyhow::Result<Ts> {
 /// A followed log and what is known about it.
 struct Log {
     name: String,
+    /// The one run of the log to follow, when RUN named it (a run id or alias).
+    only: Option<String>,
 }
 
 struct Tail {
@@ -124,7 +126,7 @@ struct Tail {
     mode: Mode,
     logs: Vec<Log>,
     states: HashMap<String, RunState>,
-    colors: HashMap<String, AnsiColors>,
+    colors: Colors,
     /// Exit code of each run that ended, from its terminal event.
     ended: HashMap<String, i32>,
     out: anstream::AutoStream<std::io::Stdout>,
@@ -140,15 +142,6 @@ enum Mode {
     Json,
     Raw,
 }
-
-const PALETTE: [AnsiColors; 6] = [
-    AnsiColors::Cyan,
-    AnsiColors::Magenta,
-    AnsiColors::Yellow,
-    AnsiColors::Green,
-    AnsiColors::Blue,
-    AnsiColors::BrightRed,
-];
 
 /// The exit code a run's sentinel gives, from its terminal event: the library's one rule.
 fn exit_code_of(ev: &Event<'_>, state: &RunState) -> i32 {
@@ -172,6 +165,9 @@ impl Tail {
             .as_deref()
             .unwrap_or(&self.logs[log].name)
             .to_string();
+        if self.logs[log].only.as_ref().is_some_and(|o| *o != key) {
+            return;
+        }
         let state = self
             .states
             .entry(key.clone())
@@ -198,18 +194,14 @@ impl Tail {
                 e.to_native_line()
             }
             Mode::Human => {
-                let n = self.colors.len();
-                let color = *self
-                    .colors
-                    .entry(key.clone())
-                    .or_insert(PALETTE[n % PALETTE.len()]);
+                let color = self.colors.of(&key);
                 let state = &self.states[&key];
                 let mut s = String::new();
                 if new_iteration && self.filter.phase.is_none() {
                     s.push_str(&iteration_header(&key, state, color));
                     s.push('\n');
                 }
-                s.push_str(&human(&ev, &key, state, color));
+                s.push_str(&human(&ev, &key, state, color, false, false));
                 s
             }
         };
@@ -271,174 +263,31 @@ impl Tail {
     }
 }
 
-fn iteration_header(run: &str, s: &RunState, color: AnsiColors) -> String {
-    let max = s
-        .max_iterations
-        .map(|m| format!("/{m}"))
-        .unwrap_or_default();
-    let mut h = format!(
-        "── {run} | Iteration {}{max} | Phase {}",
-        s.iteration, s.phase
-    );
-    if !s.score_history.is_empty() {
-        let passed = s.score_history.last().and_then(|p| p.passed);
-        h.push_str(&format!(" | Score: {}", output::score(s.last_score)));
-        if let Some(p) = passed {
-            h.push_str(if p { " | PASS" } else { " | FAIL" });
-        }
-    }
-    h.push_str(" ──");
-    h.color(color).bold().to_string()
-}
-
-fn human(ev: &Event<'_>, run: &str, s: &RunState, color: AnsiColors) -> String {
-    let time = ev
-        .ts
-        .map(|t| t.to_rfc3339()[11..23].to_string())
-        .unwrap_or_else(|| "--:--:--.---".into());
-    let at = match (ev.iteration, ev.step.as_deref()) {
-        (Some(i), Some(step)) if i > 0 => format!("{i} {step}"),
-        (_, Some(step)) => step.to_string(),
-        (Some(i), None) => format!("it {i}"),
-        _ => String::new(),
-    };
-    let p = ev.payload_value();
-    let get = |k: &str| p.get(k).filter(|v| !v.is_null());
-    let mut detail = Vec::new();
-    match ev.kind {
-        Kind::PhaseFinished => {
-            let reason = get("stop_reason")
-                .and_then(Value::as_str)
-                .unwrap_or("end_turn");
-            detail.push(if reason == "end_turn" {
-                "ok".green().to_string()
-            } else {
-                reason.red().to_string()
-            });
-            if let Some(c) = get("exit_code") {
-                detail.push(format!("exit {c}"));
-            }
-            if let Some(ms) = get("duration_ms").and_then(Value::as_u64) {
-                detail.push(format!("{:.1}s", ms as f64 / 1000.0));
-            }
-            if let Some(m) = get("marker") {
-                let d = m.get("directive").and_then(Value::as_str).unwrap_or("");
-                let l = m
-                    .get("label")
-                    .and_then(Value::as_str)
-                    .map(|l| format!(" | {l}"))
-                    .unwrap_or_default();
-                detail.push(format!("<|workflow: {d}{l}|>").bold().to_string());
-            }
-        }
-        Kind::EvaluationDone => {
-            if let Some(sc) = ev.facts.score {
-                detail.push(format!("score {}", output::score(sc)));
-            }
-            match ev.facts.passed {
-                Some(true) => detail.push("PASS".green().to_string()),
-                Some(false) => detail.push("FAIL".red().to_string()),
-                None => {}
-            }
-            if let Some(f) = ev.facts.failed.as_ref().filter(|f| !f.is_empty()) {
-                detail.push(format!("failed: {}", f.join(",")));
-            }
-        }
-        Kind::Stopped | Kind::Failed => {
-            detail.push(
-                format!("{} ({})", s.status.as_str(), s.stop.reason)
-                    .bold()
-                    .to_string(),
-            );
-            if let Some(l) = &s.exit_label {
-                detail.push(l.clone());
-            }
-            if let Some(e) = s.last_error.as_ref().filter(|_| s.status == Status::Failed) {
-                detail.push(e.red().to_string());
-            }
-        }
-        Kind::PhaseRetry => {
-            for k in ["retry", "delay_ms", "exit_code"] {
-                if let Some(v) = get(k) {
-                    detail.push(format!("{k} {v}"));
-                }
-            }
-        }
-        Kind::PhaseError => {
-            if let Some(e) = &s.last_error {
-                detail.push(e.red().to_string());
-            }
-        }
-        Kind::PhaseSwitched => {
-            if let Some(t) = get("to_phase").and_then(Value::as_str) {
-                detail.push(format!("→ {t}"));
-            }
-        }
-        _ => {
-            if let Some(st) = ev.status.as_deref() {
-                detail.push(st.to_string());
-            }
-        }
-    }
-    let name = if ev.kind.is_milestone() {
-        ev.name.bold().to_string()
-    } else {
-        ev.name.to_string()
-    };
-    format!(
-        "{} {} {:<14} {:<18} {}",
-        time.dimmed(),
-        run.color(color),
-        at,
-        name,
-        detail.join("  ")
-    )
-}
-
-/// The logs RUN arguments name, and the root folders to watch for new runs.
-/// A log to follow and the name of its default run.
-type Target = (PathBuf, String);
+/// A log to follow, the name of its default run, and the one run to follow in it when RUN
+/// named one.
+type Target = (PathBuf, String, Option<String>);
 
 fn targets(ctx: &Ctx, specs: &[String]) -> anyhow::Result<(Vec<Target>, Vec<PathBuf>)> {
     let mut files = Vec::new();
     let mut roots = Vec::new();
     if specs.is_empty() {
-        let run = match discover::read_current(&ctx.root) {
-            Some(_) => ctx.resolve(None).ok(),
-            None => None,
-        };
-        let run = match run {
-            Some(r) => r,
-            None => newest(&ctx.root).with_context(|| {
-                format!(
-                    "no run to follow: {} has no current.json and no run folder",
-                    ctx.root.display()
-                )
-            })?,
-        };
-        files.push((run.log, run.name));
+        let run = ctx.resolve(None).context("no run to follow")?;
+        files.push((run.log, run.name, run.run_id));
         return Ok((files, roots));
     }
     for spec in specs {
         let p = Path::new(spec);
         if p.is_dir() && !p.join(LOG_NAME).is_file() {
             for r in discover::list_runs(p).unwrap_or_default() {
-                files.push((r.log, r.name));
+                files.push((r.log, r.name, None));
             }
             roots.push(p.to_path_buf());
             continue;
         }
         let r = ctx.resolve(Some(spec))?;
-        files.push((r.log, r.name));
+        files.push((r.log, r.name, r.run_id));
     }
     Ok((files, roots))
-}
-
-fn newest(root: &Path) -> Option<discover::RunRef> {
-    discover::list_runs(root)
-        .ok()?
-        .into_iter()
-        .max_by_key(|r| std::fs::metadata(&r.log).and_then(|m| m.modified()).ok())
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
@@ -463,7 +312,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         mode,
         logs: Vec::new(),
         states: HashMap::new(),
-        colors: HashMap::new(),
+        colors: Colors::default(),
         ended: HashMap::new(),
         out: anstream::stdout(),
         write_error: None,
@@ -486,8 +335,12 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         .lines
         .unwrap_or(if a.since.is_some() { usize::MAX } else { 10 });
     let mut known: BTreeSet<PathBuf> = BTreeSet::new();
-    for (path, name) in &files {
-        add_log(&mut tail, &mut follower, path, name, first, a.until_done)?;
+    for (path, name, only) in &files {
+        let log = Log {
+            name: name.clone(),
+            only: only.clone(),
+        };
+        add_log(&mut tail, &mut follower, path, log, first, a.until_done)?;
         known.insert(path.clone());
     }
     for r in &roots {
@@ -532,7 +385,11 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             for r in discover::list_runs(root).unwrap_or_default() {
                 if known.insert(r.log.clone()) {
                     output::note(&format!("new run {}", r.name));
-                    add_log(&mut tail, &mut follower, &r.log, &r.name, usize::MAX, false)?;
+                    let log = Log {
+                        name: r.name.clone(),
+                        only: None,
+                    };
+                    add_log(&mut tail, &mut follower, &r.log, log, usize::MAX, false)?;
                 }
             }
         }
@@ -561,7 +418,7 @@ fn add_log(
     tail: &mut Tail,
     follower: &mut Follower,
     path: &Path,
-    name: &str,
+    log: Log,
     first: usize,
     replay: bool,
 ) -> anyhow::Result<()> {
@@ -569,18 +426,21 @@ fn add_log(
         0
     } else {
         let f = &tail.filter;
+        let ours = |ev: &Event<'_>| {
+            log.only
+                .as_deref()
+                .is_none_or(|o| ev.run_id.as_deref().unwrap_or(&log.name) == o)
+        };
         tail_offset(path, first, |raw| {
             std::str::from_utf8(raw)
                 .ok()
                 .and_then(|t| parse_line(t.trim_end_matches('\r')).ok())
-                .is_some_and(|ev| f.keep(&ev))
+                .is_some_and(|ev| ours(&ev) && f.keep(&ev))
         })
         .with_context(|| format!("reading {}", path.display()))?
     };
     let index = tail.logs.len();
-    tail.logs.push(Log {
-        name: name.to_string(),
-    });
+    tail.logs.push(log);
     // Run states before the window: --until-done needs the verdict, the human format its
     // iteration headers. --json and --raw need neither, so for them -n reads only the window.
     if start > 0 && (replay || tail.mode == Mode::Human) {
