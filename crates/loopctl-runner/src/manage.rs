@@ -101,6 +101,18 @@ pub fn refuse_clean(run: &RunRef, force: bool) -> Option<String> {
             run.name, run.name
         ));
     }
+    // A run named inside a log holding others: deleting its folder would delete them too.
+    if let Some(id) = &run.run_id
+        && let Ok((outcome, _)) = replay_run(run, DEFAULT_MAX_LINE)
+        && outcome.runs.keys().any(|k| k != id)
+    {
+        return Some(format!(
+            "run {id} shares {} with {} other run(s); clean deletes whole run folders: name the folder ({}) to delete them all",
+            run.log.display(),
+            outcome.runs.len() - 1,
+            run.dir.as_deref().unwrap_or(&run.log).display()
+        ));
+    }
     match state_of(run) {
         Ok(s) if !s.is_terminal() && !force => Some(format!(
             "run {} is still running according to its log (interrupted, resumable with `loopctl resume {}`); \

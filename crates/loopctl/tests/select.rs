@@ -327,3 +327,14 @@ fn run_ids_follow_one_rule_with_one_message() {
     );
     assert!(root.join("ok_run-1.2/history.jsonl").is_file());
 }
+
+#[test]
+fn clean_of_one_run_of_a_shared_log_deletes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    copy_tree(&fixtures().join("merged-runs"), &root.join("merged-runs"));
+    let (code, _, err) = at(&root, &["clean", ALPHA, "--yes"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("1 other run"), "{err}");
+    assert!(root.join("merged-runs/history.jsonl").is_file());
+}
