@@ -8,7 +8,7 @@ use loopctl_core::lines::DEFAULT_MAX_LINE;
 use loopctl_core::{Event, RunState};
 use loopctl_store::append::{Fsync, LogWriter, holder};
 use loopctl_store::discover::{self, CURRENT, RUN_JSON, RunRef};
-use loopctl_store::snapshot::{render, replay_run, write_atomic};
+use loopctl_store::snapshot::{render, replay_run, state_file, write_atomic};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
@@ -81,9 +81,13 @@ pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> 
         .with_payload(&payload),
     )?;
     drop(w);
-    let after = state_of(run)?;
+    let (outcome, after) = replay_run(run, DEFAULT_MAX_LINE)?;
+    let after = after
+        .ok_or_else(|| RunnerError::Invalid(format!("{} holds no event", run.log.display())))?;
     if let Some(p) = &run.run_json {
-        write_atomic(p, &render(&after))?;
+        // The stopped run's own state file: never another run's of a shared log.
+        let path = state_file(p, &after.run_id, &outcome, &run.name);
+        write_atomic(&path, &render(&after))?;
     }
     if discover::read_current(root)
         .is_some_and(|c| c.active_run_id.as_deref() == Some(after.run_id.as_str()))

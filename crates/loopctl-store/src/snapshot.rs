@@ -288,6 +288,18 @@ pub fn rebuild(
     })
 }
 
+/// The state file of run `run_id` of a log (`discover::state_path`), given the log's shared
+/// state file and its replay.
+pub fn state_file(shared: &Path, run_id: &str, outcome: &Outcome, default_run: &str) -> PathBuf {
+    let owner = prior_fields(shared).and_then(|f| {
+        f.get("run_id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| folder_run(outcome, default_run).map(|s| s.run_id.clone()))
+    });
+    state_path(shared, run_id, owner.as_deref(), outcome.runs.len() > 1)
+}
+
 /// Replays a run's log in one thread: the outcome, and the state of the run selected (its
 /// `run_id`, else the run the log is about).
 pub fn replay_run(run: &RunRef, max_line: usize) -> Result<(Outcome, Option<RunState>)> {

@@ -338,3 +338,37 @@ fn clean_of_one_run_of_a_shared_log_deletes_nothing() {
     assert!(err.contains("1 other run"), "{err}");
     assert!(root.join("merged-runs/history.jsonl").is_file());
 }
+
+#[test]
+fn stop_of_one_run_of_a_shared_log_writes_only_its_own_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    copy_tree(&fixtures().join("stagnation"), &root.join("stagnation"));
+    // run.json is stag-a's (a finished run); stag-b is running with no runner.
+    loopctl()
+        .arg("--root")
+        .arg(&root)
+        .args(["recover", STAG_A])
+        .assert()
+        .success();
+    std::fs::rename(
+        root.join(format!("stagnation/{STAG_A}.run.json")),
+        root.join("stagnation/run.json"),
+    )
+    .unwrap();
+    let a_state = std::fs::read(root.join("stagnation/run.json")).unwrap();
+    let v = json_at(&root, &["stop", STAG_B, "--json"]);
+    assert_eq!(v["result"], "idle", "{v}");
+    assert_eq!(
+        std::fs::read(root.join("stagnation/run.json")).unwrap(),
+        a_state
+    );
+    let b: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join(format!("stagnation/{STAG_B}.run.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (b["run_id"].as_str(), b["status"].as_str()),
+        (Some(STAG_B), Some("stopped"))
+    );
+}
