@@ -17,7 +17,7 @@ use loopctl_store::StoreError;
 use loopctl_store::append::{Fsync, LogWriter};
 use loopctl_store::discover::{self, CURRENT, Current, LOG_NAME, RUN_JSON, RunRef};
 use loopctl_store::read::{self, ReadOptions};
-use loopctl_store::snapshot::{rebuild, render, replay_run, write_atomic};
+use loopctl_store::snapshot::{rebuild, render, replay_run, state_file, write_atomic};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -358,12 +358,13 @@ impl Runner {
         if state.is_terminal() {
             // A runner killed between its stop event and its last run.json write leaves a stale
             // projection: bring it up to the log before saying no.
-            if let Some(path) = &run.run_json {
+            if let Some(shared) = &run.run_json {
+                let path = state_file(shared, &state.run_id, &outcome, &run.name);
                 let rebuilt = rebuild(&run.log, None, &opts_read, Some(&state.run_id), false)?;
                 if let Some(text) = rebuilt.run_json()
-                    && std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str())
+                    && std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str())
                 {
-                    write_atomic(path, &text)?;
+                    write_atomic(&path, &text)?;
                 }
             }
         }

@@ -131,7 +131,12 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 rebuilt.prior_detail.clone().unwrap_or_default()
             ),
         };
-        text += &format!("  run.json: {rj}\n");
+        let file = rebuilt
+            .state_path
+            .as_deref()
+            .and_then(std::path::Path::file_name)
+            .map_or("run.json".into(), |n| n.to_string_lossy());
+        text += &format!("  {file}: {rj}\n");
         for d in &rebuilt.differences {
             text += &format!("    {d}\n");
         }
