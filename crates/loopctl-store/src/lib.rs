@@ -38,7 +38,11 @@ fn ambiguous(spec: &str, candidates: &[discover::Candidate]) -> String {
         "{spec:?} is ambiguous: {} runs answer to it; name one by its run id, or its log and --run-id",
         candidates.len()
     );
-    for c in candidates {
+    const SHOWN: usize = 20;
+    if candidates.len() > SHOWN {
+        s += &format!(" (the first {SHOWN} below; `loopctl list` shows them all)");
+    }
+    for c in candidates.iter().take(SHOWN) {
         s += &format!("\n  {}  alias {}  {}", c.run_id, c.alias, c.log.display());
     }
     s
@@ -64,5 +68,26 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.starts_with("r/run.json: "), "{msg}");
         assert_eq!(msg.matches("ermission denied").count(), 1, "{msg}");
+    }
+
+    #[test]
+    fn an_ambiguous_name_lists_at_most_twenty_candidates() {
+        let candidates: Vec<discover::Candidate> = (0..25)
+            .map(|i| discover::Candidate {
+                run_id: format!("t-{i}"),
+                alias: "t".into(),
+                log: PathBuf::from(format!("r/t-{i}/history.jsonl")),
+            })
+            .collect();
+        let text = StoreError::Ambiguous {
+            spec: "t".into(),
+            candidates,
+        }
+        .to_string();
+        assert_eq!(text.lines().count(), 21, "{text}");
+        assert!(
+            text.contains("25 runs") && text.contains("loopctl list"),
+            "{text}"
+        );
     }
 }
