@@ -12,6 +12,8 @@
 
 use std::collections::BTreeMap;
 
+use rustc_hash::FxHashMap;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -256,6 +258,12 @@ pub struct Trace {
     open_step: Option<usize>,
     #[serde(skip)]
     prev_ts: Option<Ts>,
+    /// Attempts and steps so far by (name, iteration[, quality phase]): the next one's number
+    /// without a scan of them all (a run can have hundreds of thousands).
+    #[serde(skip)]
+    attempt_count: FxHashMap<(String, Option<u64>), u64>,
+    #[serde(skip)]
+    step_count: FxHashMap<(String, Option<u64>, Option<String>), u64>,
 }
 
 fn s(v: &Value, k: &str) -> Option<String> {
@@ -282,6 +290,24 @@ fn strings(v: Option<&Value>) -> Vec<String> {
             .filter_map(|x| x.as_str().map(str::to_string))
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+/// Whether `Trace::apply` reads the payload of an event of this kind.
+fn needs_payload(kind: Kind, loop_started: bool) -> bool {
+    match kind {
+        Kind::EvaluationDone
+        | Kind::PhaseSwitched
+        | Kind::PhaseStarted
+        | Kind::PhaseFinished
+        | Kind::PhaseRetry
+        | Kind::PhaseError
+        | Kind::Escalated
+        | Kind::Transition
+        | Kind::Stopped
+        | Kind::Failed => true,
+        Kind::SessionEnded => !loop_started,
+        _ => false,
     }
 }
 
@@ -357,7 +383,13 @@ impl Trace {
         self.tokens.input += f.tokens_in.unwrap_or(0);
         self.tokens.output += f.tokens_out.unwrap_or(0);
 
-        let p = ev.payload_value();
+        // Most events need nothing from their payload here (the facts have what they do):
+        // decoding it is most of the cost of a trace.
+        let p = if needs_payload(ev.kind, self.loop_started) {
+            ev.payload_value()
+        } else {
+            Value::Null
+        };
         let step = ev.step.as_deref().map(str::to_string);
         let errors_before = self.errors.len();
         match ev.kind {
@@ -541,6 +573,22 @@ impl Trace {
         self.evaluations.push(e);
     }
 
+    /// Explicit attempts of this phase in this iteration so far.
+    fn attempts_of(&self, name: &str, iteration: Option<u64>) -> u64 {
+        // Keyed by an owned name: a lookup allocates, but only on phase events.
+        self.attempt_count
+            .get(&(name.to_string(), iteration))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn count_attempt(&mut self, name: &str, iteration: Option<u64>) {
+        *self
+            .attempt_count
+            .entry((name.to_string(), iteration))
+            .or_insert(0) += 1;
+    }
+
     fn phase_name(ev: &Event<'_>, p: &Value) -> String {
         ev.step
             .as_deref()
@@ -552,13 +600,8 @@ impl Trace {
 
     fn phase_started(&mut self, ev: &Event<'_>, p: &Value) {
         let name = Self::phase_name(ev, p);
-        let attempt = u(p, "attempt").unwrap_or_else(|| {
-            1 + self
-                .attempts
-                .iter()
-                .filter(|a| a.name == name && a.iteration == ev.iteration)
-                .count() as u64
-        });
+        let attempt = u(p, "attempt").unwrap_or_else(|| 1 + self.attempts_of(&name, ev.iteration));
+        self.count_attempt(&name, ev.iteration);
         self.attempts.push(Attempt {
             name,
             kind: s(p, "kind"),
@@ -582,13 +625,9 @@ impl Trace {
         let idx = match open {
             Some(i) => i,
             None => {
-                let attempt = u(p, "attempt").unwrap_or_else(|| {
-                    1 + self
-                        .attempts
-                        .iter()
-                        .filter(|a| a.name == name && a.iteration == ev.iteration)
-                        .count() as u64
-                });
+                let attempt =
+                    u(p, "attempt").unwrap_or_else(|| 1 + self.attempts_of(&name, ev.iteration));
+                self.count_attempt(&name, ev.iteration);
                 self.attempts.push(Attempt {
                     name,
                     kind: s(p, "kind"),
@@ -653,11 +692,12 @@ impl Trace {
                 self.open_step.unwrap_or(0)
             }
             None => {
-                let attempt = 1 + self
-                    .steps
-                    .iter()
-                    .filter(|st| st.name == name && st.iteration == iteration && st.phase == phase)
-                    .count() as u64;
+                let n = self
+                    .step_count
+                    .entry((name.clone(), iteration, phase.clone()))
+                    .or_insert(0);
+                *n += 1;
+                let attempt = *n;
                 self.steps.push(Attempt {
                     name,
                     iteration,
@@ -694,14 +734,16 @@ impl Trace {
 #[derive(Debug, Clone, Default)]
 pub struct Traces {
     default_run: String,
-    pub runs: BTreeMap<String, Trace>,
+    /// By run id; hashed while folding (a log can hold thousands of runs), sorted by
+    /// `into_runs`.
+    runs: FxHashMap<String, Trace>,
 }
 
 impl Traces {
     pub fn new(default_run: &str) -> Traces {
         Traces {
             default_run: default_run.to_string(),
-            runs: BTreeMap::new(),
+            runs: FxHashMap::default(),
         }
     }
 
@@ -717,8 +759,18 @@ impl Traces {
         t.apply(ev);
     }
 
+    /// The run of events that name none.
+    pub fn default_run(&self) -> &str {
+        &self.default_run
+    }
+
+    /// Takes in the traces of other runs (another shard's).
+    pub fn join(&mut self, other: Traces) {
+        self.runs.extend(other.runs);
+    }
+
     pub fn into_runs(self) -> BTreeMap<String, Trace> {
-        self.runs
+        self.runs.into_iter().collect()
     }
 }
 
