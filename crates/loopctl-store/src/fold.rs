@@ -162,3 +162,89 @@ pub fn fold_runs<P: Split>(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::tests::line;
+    use loopctl_core::Replay;
+    use loopctl_core::lines::DEFAULT_MAX_LINE;
+    use loopctl_core::trace::Traces;
+    use proptest::prelude::*;
+
+    /// What the projections give, in a form to compare.
+    fn folded(p: (Replay, Traces)) -> (String, String) {
+        let (replay, traces) = p;
+        let o = replay.finish();
+        let replay = format!("{:?}\n{:?}\n{:?}", o.runs, o.findings, o.stats);
+        (replay, format!("{:?}", traces.into_runs()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn the_chunk_parallel_fold_is_the_sequential_fold(
+            lines in prop::collection::vec((any::<u8>(), 0u8..5, 0u8..40), 1..400),
+            tail in any::<bool>(),
+            chunk in 1u64..3000,
+            threads in 2usize..4,
+            max_line in prop::sample::select(vec![100usize, 250, 400, DEFAULT_MAX_LINE]),
+        ) {
+            let mut bytes = Vec::new();
+            for &(k, r, s) in &lines {
+                bytes.extend(line(k, r, u32::from(s)));
+                bytes.push(b'\n');
+            }
+            if tail {
+                bytes.extend_from_slice(br#"{"run_id":"r1-20260218-120000","event":"sto"#);
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("history.jsonl");
+            std::fs::write(&path, &bytes).unwrap();
+            let opts = ReadOptions { max_line, threads: 1, default_run: "folder".into(), states: true };
+            let fresh = || (Replay::new("folder"), Traces::new("folder"));
+            let one = folded(fold_sequential(&path, &opts, fresh()).unwrap());
+            let many = folded(fold_parallel(&path, &opts, fresh(), threads, chunk).unwrap());
+            prop_assert_eq!(&one.0, &many.0, "replay, chunk {} threads {}", chunk, threads);
+            prop_assert_eq!(&one.1, &many.1, "traces, chunk {} threads {}", chunk, threads);
+            // The fold's replay is `replay_file`'s, and its traces those of the events one by
+            // one.
+            let replayed = crate::read::replay_file(&path, &opts, None).unwrap();
+            let o = (
+                format!("{:?}\n{:?}\n{:?}", replayed.runs, replayed.findings, replayed.stats),
+                format!("{:?}", loopctl_core::trace::traces_from_bytes("folder", &bytes)),
+            );
+            prop_assert_eq!(&one.0, &o.0);
+            if max_line == DEFAULT_MAX_LINE {
+                prop_assert_eq!(&one.1, &o.1);
+            }
+        }
+    }
+
+    #[test]
+    fn fold_runs_gives_each_log_its_own_fold_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut runs = Vec::new();
+        for r in 0..5u8 {
+            let folder = dir.path().join(format!("run{r}"));
+            std::fs::create_dir(&folder).unwrap();
+            let mut bytes = Vec::new();
+            for seq in 0..(10 + u32::from(r)) {
+                bytes.extend(line(8, r, seq));
+                bytes.push(b'\n');
+            }
+            std::fs::write(folder.join("history.jsonl"), &bytes).unwrap();
+            runs.push(RunRef::file(&folder.join("history.jsonl")));
+        }
+        let opts = ReadOptions {
+            threads: 3,
+            ..ReadOptions::default()
+        };
+        let folded = fold_runs(&runs, &opts, |r| Replay::new(&r.name));
+        for (r, f) in folded.into_iter().enumerate() {
+            let o = f.unwrap().finish();
+            let events: Vec<u64> = o.runs.values().map(|s| s.events).collect();
+            assert_eq!(events, vec![10 + r as u64], "run {r}");
+        }
+    }
+}

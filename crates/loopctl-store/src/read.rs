@@ -821,7 +821,7 @@ pub fn for_each_event(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -831,7 +831,7 @@ mod tests {
 
     /// Lines of every kind the reader must place exactly: events of several runs and dialects,
     /// seq problems, damaged, blank, CRLF, non-UTF-8, long and unterminated lines.
-    fn line(kind: u8, run: u8, seq: u32) -> Vec<u8> {
+    pub(crate) fn line(kind: u8, run: u8, seq: u32) -> Vec<u8> {
         let ev = format!(
             r#"{{"ts":"2026-02-18T12:00:{:02}.000Z","run_id":"r{run}-20260218-120000","seq":{seq},"iteration":{},"event":"evaluation_done","payload":{{"score":0.{:02},"failed_rules":["r1"]}}}}"#,
             seq % 60,

@@ -376,8 +376,10 @@ impl Trace {
         }
         if let Some(p) = ev.phase.as_deref()
             && ev.kind != Kind::PhaseSwitched
+            && self.phase != p
         {
-            self.phase = p.to_string();
+            self.phase.clear();
+            self.phase.push_str(p);
         }
         let f = &ev.facts;
         self.tokens.input += f.tokens_in.unwrap_or(0);
@@ -390,7 +392,7 @@ impl Trace {
         } else {
             Value::Null
         };
-        let step = ev.step.as_deref().map(str::to_string);
+        let step = ev.step.as_deref();
         let errors_before = self.errors.len();
         match ev.kind {
             Kind::RunStarted | Kind::RunResumed => {
@@ -417,7 +419,7 @@ impl Trace {
                 seq: ev.seq,
                 ts: ev.ts,
                 iteration: ev.iteration,
-                phase: step.clone(),
+                phase: step.map(str::to_string),
                 attempt: u(&p, "attempt"),
                 next_attempt: u(&p, "next_attempt"),
                 delay_ms: u(&p, "delay_ms").or_else(|| u(&p, "backoff_ms")),
@@ -434,7 +436,7 @@ impl Trace {
                 seq: ev.seq,
                 ts: ev.ts,
                 iteration: ev.iteration,
-                phase: step.clone(),
+                phase: step.map(str::to_string),
                 question: s(&p, "question"),
                 pattern: s(&p, "pattern"),
                 feedback: s(&p, "feedback"),
@@ -449,7 +451,7 @@ impl Trace {
                     seq: ev.seq,
                     ts: ev.ts,
                     iteration: ev.iteration,
-                    from: s(&p, "from").or_else(|| step.clone()),
+                    from: s(&p, "from").or_else(|| step.map(str::to_string)),
                     source: s(&p, "source"),
                     rule: s(&p, "rule"),
                     condition: s(&p, "condition"),
@@ -673,14 +675,18 @@ impl Trace {
 
     /// A derived step: consecutive events of one step (same iteration and quality phase) are one
     /// step; it lasts from the event before its first to its last.
-    fn step(&mut self, ev: &Event<'_>, name: String, error: Option<String>) {
+    fn step(&mut self, ev: &Event<'_>, name: &str, error: Option<String>) {
         let iteration = Some(ev.iteration.unwrap_or(self.iteration));
-        let phase = Some(self.phase.clone());
+
         let delta = gap(self.prev_ts, ev.ts);
         let same = self
             .open_step
             .and_then(|i| self.steps.get_mut(i))
-            .filter(|st| st.name == name && st.iteration == iteration && st.phase == phase);
+            .filter(|st| {
+                st.name == name
+                    && st.iteration == iteration
+                    && st.phase.as_deref() == Some(self.phase.as_str())
+            });
         let idx = match same {
             Some(st) => {
                 st.ended = ev.ts.or(st.ended);
@@ -692,14 +698,15 @@ impl Trace {
                 self.open_step.unwrap_or(0)
             }
             None => {
+                let phase = Some(self.phase.clone());
                 let n = self
                     .step_count
-                    .entry((name.clone(), iteration, phase.clone()))
+                    .entry((name.to_string(), iteration, phase.clone()))
                     .or_insert(0);
                 *n += 1;
                 let attempt = *n;
                 self.steps.push(Attempt {
-                    name,
+                    name: name.to_string(),
                     iteration,
                     phase,
                     attempt,
