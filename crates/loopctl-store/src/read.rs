@@ -1,3 +1,4 @@
+//! (Over ~900 lines because of its property tests; the chunk scheduler is shared with `fold`.)
 //! Reading logs: streaming, bounded in memory, optionally split across threads by run.
 
 use std::fs::File;

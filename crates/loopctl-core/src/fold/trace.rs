@@ -1,3 +1,4 @@
+//! (Over ~900 lines because of its tests, which build logs of every dialect in place.)
 //! `Trace`: one run's events folded into what postmortem and stagnation detection need —
 //! evaluations, phase attempts, retries, errors, escalations, transitions, switches, the stop.
 //!
