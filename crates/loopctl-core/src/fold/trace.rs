@@ -263,8 +263,10 @@ pub struct Trace {
     /// without a scan of them all (a run can have hundreds of thousands).
     #[serde(skip)]
     attempt_count: FxHashMap<(String, Option<u64>), u64>,
+    /// By iteration, then (name, quality phase): an iteration has a handful of steps, and a
+    /// look-up by `u64` then a short scan allocates nothing.
     #[serde(skip)]
-    step_count: FxHashMap<(String, Option<u64>, Option<String>), u64>,
+    step_count: FxHashMap<Option<u64>, Vec<(String, String, u64)>>,
 }
 
 fn s(v: &Value, k: &str) -> Option<String> {
@@ -700,12 +702,20 @@ impl Trace {
             }
             None => {
                 let phase = Some(self.phase.clone());
-                let n = self
-                    .step_count
-                    .entry((name.to_string(), iteration, phase.clone()))
-                    .or_insert(0);
-                *n += 1;
-                let attempt = *n;
+                let seen = self.step_count.entry(iteration).or_default();
+                let attempt = match seen
+                    .iter_mut()
+                    .find(|(n, p, _)| n == name && *p == self.phase)
+                {
+                    Some((_, _, count)) => {
+                        *count += 1;
+                        *count
+                    }
+                    None => {
+                        seen.push((name.to_string(), self.phase.clone(), 1));
+                        1
+                    }
+                };
                 self.steps.push(Attempt {
                     name: name.to_string(),
                     iteration,
