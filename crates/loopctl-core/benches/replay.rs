@@ -2,6 +2,7 @@
 //! ../shared/bench/gen.py). The end-to-end comparison with jq/DuckDB is bench/compare.sh.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::fold::fold_bytes;
 use loopctl_core::postmortem::{Format, Report};
 use loopctl_core::stagnation::{Config, assess};
@@ -70,7 +71,7 @@ fn bench(c: &mut Criterion) {
                 .runs
                 .keys()
                 .filter_map(|id| traces.get(id))
-                .filter(|t| assess(t, &cfg, Some(Ts::from_millis(0))).stagnating)
+                .filter(|t| assess(t, &cfg, Some(Ts::from_millis(0)), Liveness::Unknown).stagnating)
                 .count()
         })
     });
@@ -82,7 +83,12 @@ fn bench(c: &mut Criterion) {
             let traces = traces.into_runs();
             let (id, state) = outcome.runs.iter().next_back().unwrap();
             let trace = &traces[id];
-            let verdict = assess(trace, &Config::default(), Some(Ts::from_millis(0)));
+            let verdict = assess(
+                trace,
+                &Config::default(),
+                Some(Ts::from_millis(0)),
+                Liveness::Unknown,
+            );
             Report::build(state, trace, &verdict)
                 .render(Format::Text)
                 .len()
@@ -100,7 +106,7 @@ fn bench(c: &mut Criterion) {
             traces
                 .into_runs()
                 .values()
-                .filter(|t| assess(t, &cfg, None).stagnating)
+                .filter(|t| assess(t, &cfg, None, Liveness::Unknown).stagnating)
                 .count()
         })
     });

@@ -508,7 +508,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let mut follower = if a.no_follow {
         Follower::without_notifications(poll)
     } else {
-        let mut f = Follower::new(poll);
+        let f = Follower::new(poll);
         f.watch_stdout();
         f
     };
