@@ -11,7 +11,7 @@
 # stale within the hour. `against` runs the old and the new binary one right after the other
 # on each case, so only a change of hour between the two can make them differ.
 # Inputs: every run folder of fixtures/, every log of $SHARED/corpus (SHARED defaults to
-# ../shared beside the repo), and the bench logs in $DATA (default /work/benchdata:
+# ../shared beside the repo), and the bench logs in $DATA (default ../benchdata beside the repo:
 # big70.jsonl, huge20k.jsonl, dir10k/; those missing are left out and said so).
 # `compare` prints one line per difference and the counts, and exits 1 on any difference.
 # stdout and the exit code must match; stderr differences are listed apart (notes/warnings).
@@ -21,8 +21,7 @@ export LC_ALL=C NO_COLOR=1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 SHARED=${SHARED:-$(cd "$ROOT/.." && pwd)/shared}
-[ -d "$SHARED" ] || SHARED=/work/shared
-DATA=${DATA:-/work/benchdata}
+DATA=${DATA:-$(cd "$ROOT/.." && pwd)/benchdata}
 
 mode=${1:-}
 out=${2:-}
