@@ -1,9 +1,14 @@
-//! Parse and replay throughput in MB/s on a generated aif-loop log (the shape of
+//! Parse, replay, stagnation and postmortem throughput in MB/s on a generated aif-loop log (the shape of
 //! ../shared/bench/gen.py). The end-to-end comparison with jq/DuckDB is bench/compare.sh.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use loopctl_core::analysis::liveness::Liveness;
+use loopctl_core::fold::fold_bytes;
+use loopctl_core::postmortem::{Format, Report};
+use loopctl_core::stagnation::{Config, assess};
 use loopctl_core::tally::{ChunkTally, Tally};
-use loopctl_core::{parse_line, replay_bytes};
+use loopctl_core::trace::Traces;
+use loopctl_core::{Replay, Ts, parse_line, replay_bytes};
 
 fn generated_log(runs: usize, per_run: usize) -> Vec<u8> {
     let kinds = [
@@ -55,7 +60,64 @@ fn bench(c: &mut Criterion) {
             t.finish_rows().map(|o| o.runs.len())
         })
     });
+    // `stagnation FILE`: one read folding run states and traces, then every run assessed.
+    g.bench_function("stagnation", |b| {
+        b.iter(|| {
+            let (replay, traces) = fold_log(&log);
+            let outcome = replay.finish();
+            let traces = traces.into_runs();
+            let cfg = Config::default();
+            outcome
+                .runs
+                .keys()
+                .filter_map(|id| traces.get(id))
+                .filter(|t| assess(t, &cfg, Some(Ts::from_millis(0)), Liveness::Unknown).stagnating)
+                .count()
+        })
+    });
+    // `postmortem FILE`: the same read, then one run's report rendered.
+    g.bench_function("postmortem", |b| {
+        b.iter(|| {
+            let (replay, traces) = fold_log(&log);
+            let outcome = replay.finish();
+            let traces = traces.into_runs();
+            let (id, state) = outcome.runs.iter().next_back().unwrap();
+            let trace = &traces[id];
+            let verdict = assess(
+                trace,
+                &Config::default(),
+                Some(Ts::from_millis(0)),
+                Liveness::Unknown,
+            );
+            Report::build(state, trace, &verdict)
+                .render(Format::Text)
+                .len()
+        })
+    });
     g.finish();
+    // One run of many events: the traces' folds must stay linear in the run's length.
+    let single = generated_log(1, 32_000);
+    let mut g = c.benchmark_group("single_run");
+    g.throughput(Throughput::Bytes(single.len() as u64));
+    g.bench_function("stagnation", |b| {
+        b.iter(|| {
+            let (_, traces) = fold_log(&single);
+            let cfg = Config::default();
+            traces
+                .into_runs()
+                .values()
+                .filter(|t| assess(t, &cfg, None, Liveness::Unknown).stagnating)
+                .count()
+        })
+    });
+    g.finish();
+}
+
+/// What `stagnation` and `postmortem` fold a log into, in one pass.
+fn fold_log(log: &[u8]) -> (Replay, Traces) {
+    let mut p = (Replay::new("bench"), Traces::new("bench"));
+    fold_bytes(&mut p, log, 1 << 20);
+    p
 }
 
 criterion_group!(benches, bench);

@@ -4,6 +4,7 @@
 //!
 //! Bytes in, complete lines out: what a line means is the caller's business.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::AsFd;
@@ -72,7 +73,8 @@ pub struct Follower {
     /// Sends on `wake`: kept for `watch_stdout`'s thread.
     waker: Sender<()>,
     stdout_closed: Arc<AtomicBool>,
-    watched: Vec<PathBuf>,
+    /// Folders watched (recursively): a folder under one of them needs no watch of its own.
+    watched: HashSet<PathBuf>,
     pub poll: Duration,
 }
 
@@ -101,20 +103,37 @@ impl Follower {
             wake: rx,
             waker,
             stdout_closed: Arc::new(AtomicBool::new(false)),
-            watched: Vec::new(),
+            watched: HashSet::new(),
+            poll,
+        }
+    }
+
+    /// A follower that reads what is there and watches nothing (for a single look: setting up
+    /// notifications for thousands of folders costs more than reading them).
+    pub fn without_notifications(poll: Duration) -> Follower {
+        let (waker, rx) = channel();
+        Follower {
+            sources: Vec::new(),
+            watcher: None,
+            wake: rx,
+            waker,
+            stdout_closed: Arc::new(AtomicBool::new(false)),
+            watched: HashSet::new(),
             poll,
         }
     }
 
     /// Watches a folder (recursively) for changes, to wake up early.
     pub fn watch(&mut self, dir: &Path) {
-        if self.watched.iter().any(|w| dir.starts_with(w)) {
+        // A look-up per ancestor, not a scan of every watched folder: a root can hold
+        // thousands of run folders.
+        if dir.ancestors().any(|a| self.watched.contains(a)) {
             return;
         }
         if let Some(w) = self.watcher.as_mut()
             && w.watch(dir, RecursiveMode::Recursive).is_ok()
         {
-            self.watched.push(dir.to_path_buf());
+            self.watched.insert(dir.to_path_buf());
         }
     }
 

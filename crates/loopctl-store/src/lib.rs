@@ -5,6 +5,7 @@
 
 pub mod append;
 pub mod discover;
+pub mod fold;
 pub mod read;
 pub mod snapshot;
 

@@ -1,3 +1,4 @@
+//! (Over ~900 lines because of its property tests; the chunk scheduler is shared with `fold`.)
 //! Reading logs: streaming, bounded in memory, optionally split across threads by run.
 
 use std::fs::File;
@@ -186,17 +187,17 @@ fn finish_all(shards: Vec<Replay>, threads: usize) -> Vec<Part> {
 }
 
 /// Shards of a parallel replay per thread.
-const SHARDS_PER_THREAD: usize = 4;
+pub(crate) const SHARDS_PER_THREAD: usize = 4;
 
 /// A lock's value, poisoned or not (a panic in a worker is re-raised when the scope ends).
-fn lock<T>(r: std::sync::LockResult<T>) -> T {
+pub(crate) fn lock<T>(r: std::sync::LockResult<T>) -> T {
     r.unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Files with fewer bytes to replay than this are read by one thread.
-const PARALLEL_MIN: u64 = 8 << 20;
+pub(crate) const PARALLEL_MIN: u64 = 8 << 20;
 /// Nominal bytes per chunk of a parallel replay; chunks end at line ends.
-const PAR_CHUNK: u64 = 1 << 20;
+pub(crate) const PAR_CHUNK: u64 = 1 << 20;
 /// The same when counting only (`tally_chunks`): a chunk is read once, start to end, so larger
 /// chunks cost nothing in cache and mean fewer hand-offs between threads.
 const TALLY_CHUNK: u64 = 4 << 20;
@@ -205,7 +206,7 @@ const PROBE: usize = 64 << 10;
 
 /// `[start, end)` byte ranges that begin at line starts and cover `[from, size)`, or `None`
 /// when a chunk boundary falls inside a line longer than `max_line` (not worth buffering).
-fn plan_chunks(
+pub(crate) fn plan_chunks(
     path: &Path,
     from: u64,
     size: u64,
@@ -268,31 +269,31 @@ fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// One line of a chunk, as the splitter would give it, sent to one shard.
 #[derive(Clone, Copy)]
-struct Item {
+pub(crate) struct Item {
     /// Offset of the line in the chunk.
-    at: usize,
+    pub(crate) at: usize,
     /// Its length without the newline.
-    len: usize,
+    pub(crate) len: usize,
     /// Newlines in the chunk before it.
-    line: u64,
-    kind: ItemKind,
+    pub(crate) line: u64,
+    pub(crate) kind: ItemKind,
     /// Its last byte is a CR (read here, next to the newline, while it is in cache).
-    cr: bool,
+    pub(crate) cr: bool,
 }
 
 #[derive(Clone, Copy, PartialEq)]
-enum ItemKind {
+pub(crate) enum ItemKind {
     Line,
     Unterminated,
     Oversize,
 }
 
 /// A chunk split into lines and routed: `items[s]` are shard `s`'s lines in file order.
-struct Routed {
-    items: Vec<Vec<Item>>,
+pub(crate) struct Routed {
+    pub(crate) items: Vec<Vec<Item>>,
     newlines: u64,
     /// The whole chunk is UTF-8 (checked once here rather than line by line).
-    utf8: bool,
+    pub(crate) utf8: bool,
 }
 
 /// Read buffers, handed back when a chunk is dropped. Reading into warm memory that is already
@@ -545,6 +546,31 @@ fn replay_chunks(
     threads: usize,
     shards: &[Mutex<Replay>],
 ) -> Result<()> {
+    run_chunks(
+        path,
+        chunks,
+        lines_before,
+        opts,
+        threads,
+        shards,
+        &apply_chunk,
+    )
+}
+
+/// How a shard takes its lines of one chunk: `(shard, index, chunk start, line base, bytes,
+/// routed lines)`.
+pub(crate) type ApplyChunk<S> = dyn Fn(&mut S, usize, u64, u64, &[u8], &Routed) + Sync;
+
+/// The scheduler of `replay_chunks`, for shards of any kind.
+pub(crate) fn run_chunks<S: Send>(
+    path: &Path,
+    chunks: &[(u64, u64)],
+    lines_before: u64,
+    opts: &ReadOptions,
+    threads: usize,
+    shards: &[Mutex<S>],
+    apply: &ApplyChunk<S>,
+) -> Result<()> {
     let n = shards.len();
     let file = File::open(path).map_err(io_err(path))?;
     let pool = Arc::new(Pool::default());
@@ -584,8 +610,8 @@ fn replay_chunks(
                     })
                 }
                 Task::Apply(s, c, base, data) => {
-                    let mut replay = lock(shards[*s].lock());
-                    apply_chunk(&mut replay, *s, chunks[*c].0, *base, &data.0, &data.1);
+                    let mut shard = lock(shards[*s].lock());
+                    apply(&mut shard, *s, chunks[*c].0, *base, &data.0, &data.1);
                     Ok(None)
                 }
                 Task::Wait | Task::Done => Ok(None),
@@ -796,7 +822,7 @@ pub fn for_each_event(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -806,7 +832,7 @@ mod tests {
 
     /// Lines of every kind the reader must place exactly: events of several runs and dialects,
     /// seq problems, damaged, blank, CRLF, non-UTF-8, long and unterminated lines.
-    fn line(kind: u8, run: u8, seq: u32) -> Vec<u8> {
+    pub(crate) fn line(kind: u8, run: u8, seq: u32) -> Vec<u8> {
         let ev = format!(
             r#"{{"ts":"2026-02-18T12:00:{:02}.000Z","run_id":"r{run}-20260218-120000","seq":{seq},"iteration":{},"event":"evaluation_done","payload":{{"score":0.{:02},"failed_rules":["r1"]}}}}"#,
             seq % 60,

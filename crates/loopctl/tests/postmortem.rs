@@ -424,3 +424,60 @@ fn bad_input_exits_2_and_help_documents_the_codes() {
             "Exit codes: 0 every run is healthy; 3 at least one run stagnates",
         ));
 }
+
+/// A root: a folder of run folders, copied from the fixtures.
+fn root_of(runs: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for r in runs {
+        let to = dir.path().join(r);
+        std::fs::create_dir(&to).unwrap();
+        std::fs::copy(fixture(r).join("history.jsonl"), to.join("history.jsonl")).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn stagnation_over_a_root_assesses_every_run_under_it() {
+    // One stagnating run among healthy ones: exit 3, every run listed, in the order of the
+    // root's listing.
+    let root = root_of(&["healthy-native", "stagnating-native", "aif-loop-clean"]);
+    let v = json_of(&["stagnation", "--json"], root.path(), 3);
+    assert_eq!(v["stagnating"], true);
+    let runs = v["runs"].as_array().unwrap();
+    let verdicts: Vec<(&str, bool)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["log"].as_str().unwrap(),
+                r["stagnating"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(verdicts.len(), 3, "{verdicts:?}");
+    for name in ["healthy-native", "stagnating-native", "aif-loop-clean"] {
+        let (_, stuck) = verdicts
+            .iter()
+            .find(|(log, _)| log.contains(name))
+            .unwrap_or_else(|| panic!("{name} missing from {verdicts:?}"));
+        assert_eq!(*stuck, name == "stagnating-native", "{name}");
+    }
+    // The same verdicts as each run assessed alone.
+    for name in ["healthy-native", "stagnating-native"] {
+        let alone = json_of(
+            &["stagnation", "--json"],
+            &root.path().join(name),
+            i32::from(name == "stagnating-native") * 3,
+        );
+        let under = runs
+            .iter()
+            .find(|r| r["log"].as_str().unwrap().contains(name))
+            .unwrap();
+        assert_eq!(alone["runs"][0]["findings"], under["findings"], "{name}");
+    }
+    // No stagnating run under the root: exit 0.
+    let healthy = root_of(&["healthy-native", "aif-loop-clean"]);
+    let v = json_of(&["stagnation", "--json"], healthy.path(), 0);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 2);
+    let text = text_of(&["stagnation"], healthy.path(), 0);
+    assert!(text.contains("healthy"), "{text}");
+}

@@ -1,9 +1,15 @@
 //! Events → projections: the run state and its reducer, replay of a whole log (one state per
 //! run, with findings), counts for `check`, `list` rows from chunks, and the per-run trace that
-//! postmortem and stagnation read.
+//! postmortem and stagnation read. `projection`: the one trait they are folded through, by the
+//! store's fold driver (re-exported here: `fold::Projection`).
 
 pub mod counts;
 pub(crate) mod list_rows;
+pub mod projection;
 pub mod replay;
 pub mod run_state;
 pub mod trace;
+
+pub use projection::{
+    Damage, Line, Projection, Split, feed, feed_oversize, feed_piece, fold_bytes,
+};

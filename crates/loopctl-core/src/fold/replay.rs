@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::event::{Dialect, Event, Kind, parse_line_reference, run_key};
 use crate::lines::{LineText, Piece, Pos, decode, decode_str_cr};
-use crate::state::{LogMark, RunState, apply_mut};
+use crate::state::{LogMark, RunState, reduce};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -383,7 +383,7 @@ impl Replay {
         match read_event(text, self.states, &mut ev) {
             Ok(()) => {
                 self.counters.lines += 1;
-                self.event(pos, end, terminated, &mut ev);
+                self.event(pos, end, terminated, &ev);
             }
             Err(reason) => self.bad(pos, terminated, reason),
         }
@@ -395,7 +395,7 @@ impl Replay {
         self.finding(pos, damage_kind(terminated), reason, None);
     }
 
-    fn event(&mut self, pos: Pos, end: u64, terminated: bool, ev: &mut Event<'_>) {
+    fn event(&mut self, pos: Pos, end: u64, terminated: bool, ev: &Event<'_>) {
         self.counters.event(ev);
         let key = ev.run_id.as_deref().unwrap_or(&self.default_run);
         let slot = match self.runs.get_mut(key) {
@@ -417,21 +417,21 @@ impl Replay {
             state.last_seq = keep_seq.or(ev.seq).or(state.last_seq);
         } else if !duplicate {
             if ev.kind == Kind::EvaluationDone {
-                // Decoded once at the end (`Slot::into_state`); the reducer sees no payload
-                // and reads only the facts.
-                match ev.payload.take() {
+                // Decoded once at the end (`Slot::into_state`); the reducer reads only the
+                // facts.
+                match ev.payload.as_deref() {
                     Some(p) => match &mut slot.eval {
                         Some(text) => {
                             text.clear();
-                            text.push_str(&p);
+                            text.push_str(p);
                         }
-                        none => *none = Some(p.into_owned()),
+                        none => *none = Some(p.to_string()),
                     },
                     None => slot.eval = None,
                 }
             }
             let state = &mut slot.state;
-            apply_mut(state, ev);
+            reduce(state, ev, false);
             if keep_seq.is_some() {
                 state.last_seq = keep_seq;
             }
@@ -446,6 +446,42 @@ impl Replay {
             let run = Some(key.to_string());
             self.finding(pos, kind, reason, run);
         }
+    }
+
+    pub(crate) fn states(&self) -> bool {
+        self.states
+    }
+
+    /// An event handed in by a fold driver (`fold::Projection`).
+    pub(crate) fn apply_event(&mut self, line: crate::fold::Line, ev: &Event<'_>) {
+        self.counters.lines += 1;
+        self.event(line.pos, line.end(), line.terminated, ev);
+    }
+
+    pub(crate) fn apply_damaged(&mut self, line: crate::fold::Line, damage: &crate::fold::Damage) {
+        let (kind, reason) = damage.finding(&line);
+        self.counters.lines += 1;
+        self.counters.skipped += 1;
+        self.finding(line.pos, kind, reason, None);
+    }
+
+    pub(crate) fn apply_blank(&mut self) {
+        self.counters.lines += 1;
+        self.counters.blank += 1;
+    }
+
+    /// An empty replay of the same settings (another shard of a fold).
+    pub(crate) fn empty_like(&self) -> Replay {
+        let mut r = Replay::new(&self.default_run);
+        r.states = self.states;
+        r
+    }
+
+    /// Takes in another shard's replay: its runs are not this one's.
+    pub(crate) fn absorb(&mut self, other: Replay) {
+        self.runs.extend(other.runs);
+        self.findings.extend(other.findings);
+        self.counters.add(other.counters);
     }
 
     pub fn finish(self) -> Outcome {

@@ -224,6 +224,12 @@ pub fn apply(mut state: RunState, ev: &Event<'_>) -> RunState {
 
 /// The reducer, in place (what replay uses).
 pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
+    reduce(s, ev, true);
+}
+
+/// `apply_mut`; with `evaluation` false an `evaluation_done`'s payload is not decoded
+/// (`RunState::evaluation` is left `Null`: the caller keeps the payload and decodes it later).
+pub(crate) fn reduce(s: &mut RunState, ev: &Event<'_>, evaluation: bool) {
     s.events += 1;
     if ev.seq.is_some() {
         s.last_seq = ev.seq;
@@ -312,7 +318,11 @@ pub fn apply_mut(s: &mut RunState, ev: &Event<'_>) {
                     seq: ev.seq,
                 });
             }
-            s.evaluation = Some(ev.payload_value());
+            s.evaluation = Some(if evaluation {
+                ev.payload_value()
+            } else {
+                Value::Null
+            });
         }
         Kind::IterationAdvanced => {
             if let Some(n) = f.new_iteration {

@@ -1,3 +1,4 @@
+//! (Over ~900 lines because of its tests, which build logs of every dialect in place.)
 //! `Trace`: one run's events folded into what postmortem and stagnation detection need —
 //! evaluations, phase attempts, retries, errors, escalations, transitions, switches, the stop.
 //!
@@ -11,6 +12,8 @@
 //! `Trace::phases` gives the explicit attempts when the log has any, else the derived steps.
 
 use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -256,6 +259,14 @@ pub struct Trace {
     open_step: Option<usize>,
     #[serde(skip)]
     prev_ts: Option<Ts>,
+    /// Attempts and steps so far by (name, iteration[, quality phase]): the next one's number
+    /// without a scan of them all (a run can have hundreds of thousands).
+    #[serde(skip)]
+    attempt_count: FxHashMap<(String, Option<u64>), u64>,
+    /// By iteration, then (name, quality phase): an iteration has a handful of steps, and a
+    /// look-up by `u64` then a short scan allocates nothing.
+    #[serde(skip)]
+    step_count: FxHashMap<Option<u64>, Vec<(String, String, u64)>>,
 }
 
 fn s(v: &Value, k: &str) -> Option<String> {
@@ -282,6 +293,24 @@ fn strings(v: Option<&Value>) -> Vec<String> {
             .filter_map(|x| x.as_str().map(str::to_string))
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+/// Whether `Trace::apply` reads the payload of an event of this kind.
+fn needs_payload(kind: Kind, loop_started: bool) -> bool {
+    match kind {
+        Kind::EvaluationDone
+        | Kind::PhaseSwitched
+        | Kind::PhaseStarted
+        | Kind::PhaseFinished
+        | Kind::PhaseRetry
+        | Kind::PhaseError
+        | Kind::Escalated
+        | Kind::Transition
+        | Kind::Stopped
+        | Kind::Failed => true,
+        Kind::SessionEnded => !loop_started,
+        _ => false,
     }
 }
 
@@ -350,15 +379,23 @@ impl Trace {
         }
         if let Some(p) = ev.phase.as_deref()
             && ev.kind != Kind::PhaseSwitched
+            && self.phase != p
         {
-            self.phase = p.to_string();
+            self.phase.clear();
+            self.phase.push_str(p);
         }
         let f = &ev.facts;
         self.tokens.input += f.tokens_in.unwrap_or(0);
         self.tokens.output += f.tokens_out.unwrap_or(0);
 
-        let p = ev.payload_value();
-        let step = ev.step.as_deref().map(str::to_string);
+        // Most events need nothing from their payload here (the facts have what they do):
+        // decoding it is most of the cost of a trace.
+        let p = if needs_payload(ev.kind, self.loop_started) {
+            ev.payload_value()
+        } else {
+            Value::Null
+        };
+        let step = ev.step.as_deref();
         let errors_before = self.errors.len();
         match ev.kind {
             Kind::RunStarted | Kind::RunResumed => {
@@ -385,7 +422,7 @@ impl Trace {
                 seq: ev.seq,
                 ts: ev.ts,
                 iteration: ev.iteration,
-                phase: step.clone(),
+                phase: step.map(str::to_string),
                 attempt: u(&p, "attempt"),
                 next_attempt: u(&p, "next_attempt"),
                 delay_ms: u(&p, "delay_ms").or_else(|| u(&p, "backoff_ms")),
@@ -402,7 +439,7 @@ impl Trace {
                 seq: ev.seq,
                 ts: ev.ts,
                 iteration: ev.iteration,
-                phase: step.clone(),
+                phase: step.map(str::to_string),
                 question: s(&p, "question"),
                 pattern: s(&p, "pattern"),
                 feedback: s(&p, "feedback"),
@@ -417,7 +454,7 @@ impl Trace {
                     seq: ev.seq,
                     ts: ev.ts,
                     iteration: ev.iteration,
-                    from: s(&p, "from").or_else(|| step.clone()),
+                    from: s(&p, "from").or_else(|| step.map(str::to_string)),
                     source: s(&p, "source"),
                     rule: s(&p, "rule"),
                     condition: s(&p, "condition"),
@@ -541,6 +578,22 @@ impl Trace {
         self.evaluations.push(e);
     }
 
+    /// Explicit attempts of this phase in this iteration so far.
+    fn attempts_of(&self, name: &str, iteration: Option<u64>) -> u64 {
+        // Keyed by an owned name: a lookup allocates, but only on phase events.
+        self.attempt_count
+            .get(&(name.to_string(), iteration))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn count_attempt(&mut self, name: &str, iteration: Option<u64>) {
+        *self
+            .attempt_count
+            .entry((name.to_string(), iteration))
+            .or_insert(0) += 1;
+    }
+
     fn phase_name(ev: &Event<'_>, p: &Value) -> String {
         ev.step
             .as_deref()
@@ -552,13 +605,8 @@ impl Trace {
 
     fn phase_started(&mut self, ev: &Event<'_>, p: &Value) {
         let name = Self::phase_name(ev, p);
-        let attempt = u(p, "attempt").unwrap_or_else(|| {
-            1 + self
-                .attempts
-                .iter()
-                .filter(|a| a.name == name && a.iteration == ev.iteration)
-                .count() as u64
-        });
+        let attempt = u(p, "attempt").unwrap_or_else(|| 1 + self.attempts_of(&name, ev.iteration));
+        self.count_attempt(&name, ev.iteration);
         self.attempts.push(Attempt {
             name,
             kind: s(p, "kind"),
@@ -582,13 +630,9 @@ impl Trace {
         let idx = match open {
             Some(i) => i,
             None => {
-                let attempt = u(p, "attempt").unwrap_or_else(|| {
-                    1 + self
-                        .attempts
-                        .iter()
-                        .filter(|a| a.name == name && a.iteration == ev.iteration)
-                        .count() as u64
-                });
+                let attempt =
+                    u(p, "attempt").unwrap_or_else(|| 1 + self.attempts_of(&name, ev.iteration));
+                self.count_attempt(&name, ev.iteration);
                 self.attempts.push(Attempt {
                     name,
                     kind: s(p, "kind"),
@@ -634,14 +678,18 @@ impl Trace {
 
     /// A derived step: consecutive events of one step (same iteration and quality phase) are one
     /// step; it lasts from the event before its first to its last.
-    fn step(&mut self, ev: &Event<'_>, name: String, error: Option<String>) {
+    fn step(&mut self, ev: &Event<'_>, name: &str, error: Option<String>) {
         let iteration = Some(ev.iteration.unwrap_or(self.iteration));
-        let phase = Some(self.phase.clone());
+
         let delta = gap(self.prev_ts, ev.ts);
         let same = self
             .open_step
             .and_then(|i| self.steps.get_mut(i))
-            .filter(|st| st.name == name && st.iteration == iteration && st.phase == phase);
+            .filter(|st| {
+                st.name == name
+                    && st.iteration == iteration
+                    && st.phase.as_deref() == Some(self.phase.as_str())
+            });
         let idx = match same {
             Some(st) => {
                 st.ended = ev.ts.or(st.ended);
@@ -653,13 +701,23 @@ impl Trace {
                 self.open_step.unwrap_or(0)
             }
             None => {
-                let attempt = 1 + self
-                    .steps
-                    .iter()
-                    .filter(|st| st.name == name && st.iteration == iteration && st.phase == phase)
-                    .count() as u64;
+                let phase = Some(self.phase.clone());
+                let seen = self.step_count.entry(iteration).or_default();
+                let attempt = match seen
+                    .iter_mut()
+                    .find(|(n, p, _)| n == name && *p == self.phase)
+                {
+                    Some((_, _, count)) => {
+                        *count += 1;
+                        *count
+                    }
+                    None => {
+                        seen.push((name.to_string(), self.phase.clone(), 1));
+                        1
+                    }
+                };
                 self.steps.push(Attempt {
-                    name,
+                    name: name.to_string(),
                     iteration,
                     phase,
                     attempt,
@@ -694,14 +752,16 @@ impl Trace {
 #[derive(Debug, Clone, Default)]
 pub struct Traces {
     default_run: String,
-    pub runs: BTreeMap<String, Trace>,
+    /// By run id; hashed while folding (a log can hold thousands of runs), sorted by
+    /// `into_runs`.
+    runs: FxHashMap<String, Trace>,
 }
 
 impl Traces {
     pub fn new(default_run: &str) -> Traces {
         Traces {
             default_run: default_run.to_string(),
-            runs: BTreeMap::new(),
+            runs: FxHashMap::default(),
         }
     }
 
@@ -717,8 +777,18 @@ impl Traces {
         t.apply(ev);
     }
 
+    /// The run of events that name none.
+    pub fn default_run(&self) -> &str {
+        &self.default_run
+    }
+
+    /// Takes in the traces of other runs (another shard's).
+    pub fn join(&mut self, other: Traces) {
+        self.runs.extend(other.runs);
+    }
+
     pub fn into_runs(self) -> BTreeMap<String, Trace> {
-        self.runs
+        self.runs.into_iter().collect()
     }
 }
 

@@ -84,7 +84,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         _ => Format::Text,
     };
     output::print(&report.render(format));
-    Ok(if ctx.strict && !loaded.outcome.findings.is_empty() {
+    let code = if ctx.strict && !loaded.outcome.findings.is_empty() {
         output::error(&format!(
             "{} finding(s) in {} (--strict)",
             loaded.outcome.findings.len(),
@@ -93,5 +93,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         exit::FINDINGS
     } else {
         exit::OK
-    })
+    };
+    super::free_at_exit(loaded);
+    Ok(code)
 }

@@ -1,15 +1,16 @@
 //! `loopctl stagnation RUN...`: is a loop stuck, and on what evidence.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
 use loopctl_core::stagnation::{Config, Reset, Verdict, assess};
 use loopctl_core::trace::{Trace, Traces};
-use loopctl_core::{Outcome, RunState};
-use loopctl_store::discover::RunRef;
-use loopctl_store::read::{for_each_event, replay_file};
+use loopctl_core::{Outcome, Replay, RunState};
+use loopctl_store::discover::{LOG_NAME, RunRef, list_runs};
+use loopctl_store::fold::{fold_file, fold_runs};
 use owo_colors::OwoColorize;
 use serde_json::json;
 
@@ -108,10 +109,11 @@ Detectors (docs/postmortem.md):
 
 Examples:
   loopctl stagnation .ai-factory/evolution/my-task
+  loopctl stagnation .ai-factory/evolution      # every run under the root
   loopctl stagnation merged.jsonl --limit 3 --reset never --json")]
 pub struct Args {
-    /// Run folders, log files (each of their runs is assessed), or run ids/aliases under the
-    /// root (default: the active run).
+    /// Run folders, log files (each of their runs is assessed), root folders (every run under
+    /// them), or run ids/aliases under the root (default: the active run).
     runs: Vec<String>,
     #[command(flatten)]
     config: ConfigArgs,
@@ -138,24 +140,45 @@ impl Loaded {
     }
 }
 
-/// Replays `run`'s log into states and traces; damaged lines are reported on stderr (file, line,
-/// byte offset, reason) and skipped.
-pub fn load(ctx: &Ctx, run: RunRef) -> anyhow::Result<Loaded> {
-    let outcome = replay_file(&run.log, &ctx.opts_for(&run), None)
-        .with_context(|| format!("replaying {}", run.log.display()))?;
+/// The projections `load` folds a log into: run states and traces, in one read.
+fn projections(run: &RunRef) -> (Replay, Traces) {
+    (Replay::new(&run.name), Traces::new(&run.name))
+}
+
+/// `run`'s log replayed into states and traces, read once; damaged lines are reported on
+/// stderr (file, line, byte offset, reason) and skipped.
+fn loaded(run: RunRef, folded: loopctl_store::Result<(Replay, Traces)>) -> anyhow::Result<Loaded> {
+    let (replay, traces) = folded.with_context(|| format!("replaying {}", run.log.display()))?;
+    let outcome = replay.finish();
     output::findings(&run.log, &outcome.findings);
-    let mut traces = Traces::new(&run.name);
-    for_each_event(&run.log, ctx.read.max_line, |_, _, ev| {
-        if let Ok(ev) = ev {
-            traces.apply(&ev);
-        }
-    })
-    .with_context(|| format!("reading {}", run.log.display()))?;
     Ok(Loaded {
         run,
         outcome,
         traces: traces.into_runs(),
     })
+}
+
+/// Replays `run`'s log into states and traces (see `loaded`).
+pub fn load(ctx: &Ctx, run: RunRef) -> anyhow::Result<Loaded> {
+    let folded = fold_file(&run.log, &ctx.opts_for(&run), projections(&run));
+    loaded(run, folded)
+}
+
+/// The runs a RUN argument names: every run under it when it is a root (a folder of run
+/// folders), else the one run it resolves to.
+fn runs_of(ctx: &Ctx, spec: Option<&str>) -> anyhow::Result<Vec<RunRef>> {
+    if let Some(dir) = spec.map(Path::new)
+        && dir.is_dir()
+        && !dir.join(LOG_NAME).is_file()
+    {
+        let runs =
+            list_runs(dir).with_context(|| format!("listing runs under {}", dir.display()))?;
+        if runs.is_empty() {
+            output::warn(&format!("{}: no runs under this folder", dir.display()));
+        }
+        return Ok(runs);
+    }
+    Ok(vec![ctx.resolve(spec)?])
 }
 
 pub use loopctl_runner::now;
@@ -212,9 +235,14 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let mut findings = 0usize;
     let mut reports = Vec::new();
     let mut text = String::new();
+    let mut runs = Vec::new();
     for spec in specs {
-        let run = ctx.resolve(spec)?;
-        let loaded = load(ctx, run)?;
+        runs.extend(runs_of(ctx, spec)?);
+    }
+    // Every log read once, the logs spread over the threads.
+    let folded = fold_runs(&runs, &ctx.read, projections);
+    for (run, folded) in runs.into_iter().zip(folded) {
+        let loaded = loaded(run, folded)?;
         findings += loaded.outcome.findings.len();
         if loaded.outcome.runs.is_empty() {
             super::no_event(&loaded.run.log);
@@ -244,6 +272,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 text += &verdict_text(state, condition, &loaded.run.log, &v);
             }
         }
+        super::free_at_exit(loaded);
     }
     if a.json {
         output::json_pretty(&json!({ "stagnating": any, "config": cfg, "runs": reports }));

@@ -8,11 +8,13 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args as ClapArgs;
 use loopctl_core::event::{Event, Kind};
+use loopctl_core::fold::{Damage, Line, Projection};
 use loopctl_core::lines::{LineText, Pos, decode};
 use loopctl_core::rules::run_exit::{EndFacts, RunExit};
 use loopctl_core::{RunState, Ts, apply_mut, parse_line};
 use loopctl_follow::{Follower, Item, Start, tail_offset};
 use loopctl_store::discover::{self, LOG_NAME};
+use loopctl_store::fold::fold_prefix;
 use serde_json::Value;
 
 use super::Ctx;
@@ -160,6 +162,11 @@ impl Tail {
             Ok(ev) => ev,
             Err(e) => return self.damaged(log, pos, &e.to_string()),
         };
+        self.parsed(log, raw, &ev, quiet);
+    }
+
+    /// `event` once the line is parsed.
+    fn parsed(&mut self, log: usize, raw: &[u8], ev: &Event<'_>, quiet: bool) {
         let key = ev
             .run_id
             .as_deref()
@@ -173,15 +180,15 @@ impl Tail {
             .entry(key.clone())
             .or_insert_with(|| RunState::new(&key));
         let before = state.iteration;
-        apply_mut(state, &ev);
+        apply_mut(state, ev);
         let new_iteration = state.iteration > before && state.iteration > 0;
         if ev.kind.is_terminal() {
-            let code = exit_code_of(&ev, state);
+            let code = exit_code_of(ev, state);
             self.ended.insert(key.clone(), code);
         } else if matches!(ev.kind, Kind::RunStarted | Kind::RunResumed) {
             self.ended.remove(&key);
         }
-        if quiet || !self.filter.keep(&ev) {
+        if quiet || !self.filter.keep(ev) {
             return;
         }
         let line = match self.mode {
@@ -201,7 +208,7 @@ impl Tail {
                     s.push_str(&iteration_header(&key, state, color));
                     s.push('\n');
                 }
-                s.push_str(&human(&ev, &key, state, color, false, false));
+                s.push_str(&human(ev, &key, state, color, false, false));
                 s
             }
         };
@@ -260,6 +267,25 @@ impl Tail {
             "{}:{line}byte {}: bad_line: {reason} (skipped)",
             self.logs[log].name, pos.offset
         ));
+    }
+}
+
+/// The part of a log before the window tail prints, folded silently into the run states.
+struct Before<'t> {
+    tail: &'t mut Tail,
+    log: usize,
+}
+
+impl Projection for Before<'_> {
+    fn event(&mut self, _line: Line, ev: &Event<'_>) {
+        self.tail.parsed(self.log, &[], ev, true);
+    }
+    fn damaged(&mut self, line: Line, damage: &Damage) {
+        let reason = match damage {
+            Damage::Bad(reason) => reason.clone(),
+            Damage::Oversize => format!("line of {} bytes exceeds the cap", line.len),
+        };
+        self.tail.damaged(self.log, line.pos, &reason);
     }
 }
 
@@ -327,9 +353,17 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         pb.enable_steady_tick(Duration::from_millis(500));
         tail.status = Some(pb);
     }
-    let mut follower = Follower::new(Duration::from_millis(a.poll_ms.max(1)));
-    if !a.no_follow {
-        follower.watch_stdout();
+    let poll = Duration::from_millis(a.poll_ms.max(1));
+    let mut follower = if a.no_follow {
+        Follower::without_notifications(poll)
+    } else {
+        let f = Follower::new(poll);
+        f.watch_stdout();
+        f
+    };
+    // Roots first: their run folders then need no watch of their own.
+    for r in &roots {
+        follower.watch(r);
     }
     let first = a
         .lines
@@ -340,11 +374,17 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             name: name.clone(),
             only: only.clone(),
         };
-        add_log(&mut tail, &mut follower, path, log, first, a.until_done)?;
+        let max_line = ctx.read.max_line;
+        add_log(
+            &mut tail,
+            &mut follower,
+            path,
+            log,
+            first,
+            a.until_done,
+            max_line,
+        )?;
         known.insert(path.clone());
-    }
-    for r in &roots {
-        follower.watch(r);
     }
     let pump = |tail: &mut Tail, follower: &mut Follower| {
         follower.poll(&mut |item| match item {
@@ -389,7 +429,16 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                         name: r.name.clone(),
                         only: None,
                     };
-                    add_log(&mut tail, &mut follower, &r.log, log, usize::MAX, false)?;
+                    let max_line = ctx.read.max_line;
+                    add_log(
+                        &mut tail,
+                        &mut follower,
+                        &r.log,
+                        log,
+                        usize::MAX,
+                        false,
+                        max_line,
+                    )?;
                 }
             }
         }
@@ -421,6 +470,7 @@ fn add_log(
     log: Log,
     first: usize,
     replay: bool,
+    max_line: usize,
 ) -> anyhow::Result<()> {
     let start = if first == usize::MAX {
         0
@@ -444,22 +494,9 @@ fn add_log(
     // Run states before the window: --until-done needs the verdict, the human format its
     // iteration headers. --json and --raw need neither, so for them -n reads only the window.
     if start > 0 && (replay || tail.mode == Mode::Human) {
-        use std::io::{BufRead, Read};
-        let file =
-            std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
-        let mut offset = 0u64;
-        for (i, raw) in std::io::BufReader::new(file.take(start))
-            .split(b'\n')
-            .enumerate()
-        {
-            let raw = raw.with_context(|| format!("reading {}", path.display()))?;
-            let pos = Pos {
-                line: i as u64 + 1,
-                offset,
-            };
-            tail.event(index, pos, &raw, true);
-            offset += raw.len() as u64 + 1;
-        }
+        let mut before = Before { tail, log: index };
+        fold_prefix(path, start, max_line, &mut before)
+            .with_context(|| format!("reading {}", path.display()))?;
     }
     let source = follower.add(path, Start::At(start));
     debug_assert_eq!(source, index);

@@ -1,0 +1,198 @@
+//! Projections: what a reader folds a log into (run states, counts, rows, traces), and the one
+//! way lines reach them.
+//!
+//! A `Projection` is told every line of a log in file order: events, damaged lines, blank
+//! lines. A store driver decodes and parses each line once (`feed`) and hands the result to
+//! every projection of a set (a tuple of projections is one). A `Split` projection can also be
+//! folded in parallel: the driver gives each shard the lines of some runs only, in file order,
+//! and `join`s the shards afterwards, so the result is that of one sequential pass.
+//!
+//! Pure: the bytes come from the caller.
+
+use crate::event::{Event, Kind};
+use crate::lines::{LineText, Pos, decode, decode_str_cr};
+use crate::replay::{FindingKind, Replay};
+use crate::replay::{damage_kind, oversize_reason, read_event};
+use crate::trace::Traces;
+
+/// Where a line sits in its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Line {
+    pub pos: Pos,
+    /// Its length in bytes, without the newline.
+    pub len: u64,
+    /// False for bytes after the last newline (a write that may have been cut short).
+    pub terminated: bool,
+}
+
+impl Line {
+    /// Offset just past the line (and its newline).
+    pub fn end(&self) -> u64 {
+        self.pos.offset + self.len + u64::from(self.terminated)
+    }
+}
+
+/// Why a line is not an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Damage {
+    /// Longer than the line cap; its bytes were skipped.
+    Oversize,
+    /// Not UTF-8, not JSON, not an event: the reason.
+    Bad(String),
+}
+
+impl Damage {
+    /// The finding a replay reports for it.
+    pub fn finding(&self, line: &Line) -> (FindingKind, String) {
+        match self {
+            Damage::Oversize => (FindingKind::Oversize, oversize_reason(line.len)),
+            Damage::Bad(reason) => (damage_kind(line.terminated), reason.clone()),
+        }
+    }
+}
+
+/// A fold of a log's lines, in file order.
+pub trait Projection {
+    /// Whether events need their payload facts and timestamps read (`Replay` counting only
+    /// does not; skipping them is faster).
+    fn wants_facts(&self) -> bool {
+        true
+    }
+    fn event(&mut self, line: Line, ev: &Event<'_>);
+    fn damaged(&mut self, _line: Line, _damage: &Damage) {}
+    fn blank(&mut self, _line: Line) {}
+}
+
+/// A projection that can be folded in shards, each given the lines of its runs only (and
+/// lines of no run to one shard), then joined: the result equals one sequential fold.
+pub trait Split: Projection + Send + Sized {
+    /// An empty projection of the same settings, for another shard.
+    fn fork(&self) -> Self;
+    /// Takes in another shard's fold (its runs are not this one's).
+    fn join(&mut self, other: Self);
+}
+
+/// Decodes and parses one line and hands it to `p`. `utf8` is the line as text when the caller
+/// has checked it, with whether its last byte is a CR.
+pub fn feed<P: Projection + ?Sized>(p: &mut P, line: Line, raw: &[u8], utf8: Option<(&str, bool)>) {
+    let decoded = match utf8 {
+        Some((t, cr)) => decode_str_cr(line.pos, t, cr),
+        None => decode(line.pos, raw),
+    };
+    let text = match decoded {
+        LineText::Text(t) => t,
+        LineText::Blank => return p.blank(line),
+        LineText::NotUtf8(reason) => return p.damaged(line, &Damage::Bad(reason)),
+    };
+    let mut ev = Event::new(Kind::Other);
+    match read_event(text, p.wants_facts(), &mut ev) {
+        Ok(()) => p.event(line, &ev),
+        Err(reason) => p.damaged(line, &Damage::Bad(reason)),
+    }
+}
+
+/// An oversize line: reported to `p`, its bytes never read.
+pub fn feed_oversize<P: Projection + ?Sized>(p: &mut P, pos: Pos, len: u64, terminated: bool) {
+    let line = Line {
+        pos,
+        len,
+        terminated,
+    };
+    p.damaged(line, &Damage::Oversize);
+}
+
+macro_rules! tuple_projection {
+    ($($name:ident $i:tt),+) => {
+        impl<$($name: Projection),+> Projection for ($($name,)+) {
+            fn wants_facts(&self) -> bool {
+                false $(|| self.$i.wants_facts())+
+            }
+            fn event(&mut self, line: Line, ev: &Event<'_>) {
+                $(self.$i.event(line, ev);)+
+            }
+            fn damaged(&mut self, line: Line, damage: &Damage) {
+                $(self.$i.damaged(line, damage);)+
+            }
+            fn blank(&mut self, line: Line) {
+                $(self.$i.blank(line);)+
+            }
+        }
+        impl<$($name: Split),+> Split for ($($name,)+) {
+            fn fork(&self) -> Self {
+                ($(self.$i.fork(),)+)
+            }
+            fn join(&mut self, other: Self) {
+                $(self.$i.join(other.$i);)+
+            }
+        }
+    };
+}
+tuple_projection!(A 0, B 1);
+tuple_projection!(A 0, B 1, C 2);
+
+impl Projection for Replay {
+    fn wants_facts(&self) -> bool {
+        self.states()
+    }
+    fn event(&mut self, line: Line, ev: &Event<'_>) {
+        self.apply_event(line, ev);
+    }
+    fn damaged(&mut self, line: Line, damage: &Damage) {
+        self.apply_damaged(line, damage);
+    }
+    fn blank(&mut self, _line: Line) {
+        self.apply_blank();
+    }
+}
+
+impl Split for Replay {
+    fn fork(&self) -> Self {
+        self.empty_like()
+    }
+    fn join(&mut self, other: Self) {
+        self.absorb(other);
+    }
+}
+
+impl Projection for Traces {
+    fn event(&mut self, _line: Line, ev: &Event<'_>) {
+        self.apply(ev);
+    }
+}
+
+impl Split for Traces {
+    fn fork(&self) -> Self {
+        Traces::new(self.default_run())
+    }
+    fn join(&mut self, other: Self) {
+        Traces::join(self, other);
+    }
+}
+
+/// Folds a whole in-memory log sequentially (tests, small inputs).
+pub fn fold_bytes<P: Projection + ?Sized>(p: &mut P, bytes: &[u8], max_line: usize) {
+    let mut sp = crate::lines::Splitter::new(max_line);
+    let mut take = |piece: crate::lines::Piece<'_>| feed_piece(p, piece);
+    sp.push(bytes, &mut take);
+    sp.finish(&mut take);
+}
+
+/// `feed` for a piece of the line splitter.
+pub fn feed_piece<P: Projection + ?Sized>(p: &mut P, piece: crate::lines::Piece<'_>) {
+    use crate::lines::Piece;
+    match piece {
+        Piece::Line(pos, raw) => feed(p, at(pos, raw, true), raw, None),
+        Piece::Unterminated(pos, raw) => feed(p, at(pos, raw, false), raw, None),
+        // The splitter does not say whether an oversize line ended with a newline; replay
+        // reports it the same either way.
+        Piece::Oversize(pos, len) => feed_oversize(p, pos, len, true),
+    }
+}
+
+fn at(pos: Pos, raw: &[u8], terminated: bool) -> Line {
+    Line {
+        pos,
+        len: raw.len() as u64,
+        terminated,
+    }
+}
