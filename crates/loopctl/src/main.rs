@@ -69,6 +69,8 @@ enum Command {
     Postmortem(cmd::postmortem::Args),
     Completions(cmd::docs::CompletionsArgs),
     Man(cmd::docs::ManArgs),
+    Serve(cmd::serve::Args),
+    Export(cmd::export::Args),
 }
 
 fn main() -> ExitCode {
@@ -95,6 +97,8 @@ fn main() -> ExitCode {
         Command::Postmortem(a) => cmd::postmortem::run(&ctx, a),
         Command::Completions(a) => cmd::docs::completions(Cli::command(), a),
         Command::Man(a) => cmd::docs::man(Cli::command(), a),
+        Command::Serve(a) => cmd::serve::run(&ctx, a),
+        Command::Export(a) => cmd::export::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

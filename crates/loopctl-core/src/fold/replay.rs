@@ -163,7 +163,7 @@ pub(crate) fn oversize_reason(len: u64) -> String {
 }
 
 /// A damaged line's finding: mid-log, or the torn tail after the last newline.
-pub(crate) fn damage_kind(terminated: bool) -> FindingKind {
+pub fn damage_kind(terminated: bool) -> FindingKind {
     if terminated {
         FindingKind::BadLine
     } else {
@@ -171,8 +171,9 @@ pub(crate) fn damage_kind(terminated: bool) -> FindingKind {
     }
 }
 
-/// What an event's `seq` means after a run's `events` and `last_seq`.
-pub(crate) struct SeqStep {
+/// What an event's `seq` means after a run's `events` and `last_seq` (shared with the other
+/// folds of a log, such as the metrics in `loopctl-export`).
+pub struct SeqStep {
     pub finding: Option<(FindingKind, String)>,
     /// The event repeats the last `seq`: it is not applied.
     pub duplicate: bool,
@@ -180,7 +181,7 @@ pub(crate) struct SeqStep {
     pub keep: Option<u64>,
 }
 
-pub(crate) fn seq_step(events: u64, last: Option<u64>, seq: Option<u64>) -> SeqStep {
+pub fn seq_step(events: u64, last: Option<u64>, seq: Option<u64>) -> SeqStep {
     let mut step = SeqStep {
         finding: None,
         duplicate: false,

@@ -3,12 +3,14 @@
 pub mod check;
 pub mod clean;
 pub mod docs;
+pub mod export;
 pub mod history;
 pub mod list;
 pub mod postmortem;
 pub mod recover;
 pub mod replay;
 pub mod run;
+pub mod serve;
 pub mod stagnation;
 pub mod status;
 pub mod stop;

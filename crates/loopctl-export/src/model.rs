@@ -1,0 +1,836 @@
+//! The metric model: the event log folded into Prometheus-shaped series, with no Prometheus in
+//! sight. Pure: events in, series out; the same logs give the same series whatever the order in
+//! which runs are fed.
+//!
+//! Each run keeps the core's own folds (`RunState` via `apply_mut`, `Trace`) and its
+//! *contribution*: the series values it adds, without its `loop` label. The totals are the sum
+//! of every run's and every log's contribution, kept up to date on each event, so that reading
+//! them (a scrape) costs O(series). Values are integers in fixed units (milliseconds,
+//! micro-scores, nano-dollars), so that a run's contribution can be taken back exactly when its
+//! log is deleted or its alias changes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use loopctl_core::analysis::stagnation::{self, Detector};
+use loopctl_core::replay::{FindingKind, seq_step};
+use loopctl_core::state::{RunState, Status, apply_mut};
+use loopctl_core::trace::{Attempt, Trace};
+use loopctl_core::{Event, Kind};
+use serde_json::Value;
+
+/// Every series loopctl exports. `docs/metrics.md` documents them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Metric {
+    Runs,
+    RunsStarted,
+    RunsFinished,
+    RunDuration,
+    RunIterations,
+    PhaseDuration,
+    Phases,
+    PhaseRetries,
+    Evaluations,
+    EvaluationScore,
+    StagnationVerdicts,
+    Tokens,
+    Cost,
+    LogFindings,
+    Events,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Type {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Phase buckets: agent phases last from a second to hours.
+const PHASE_BUCKETS: &[f64] = &[
+    1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
+];
+const RUN_BUCKETS: &[f64] = &[
+    10.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0, 259200.0,
+];
+const ITERATION_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 55.0, 89.0];
+const SCORE_BUCKETS: &[f64] = &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+
+impl Metric {
+    pub const ALL: [Metric; 15] = [
+        Metric::Runs,
+        Metric::RunsStarted,
+        Metric::RunsFinished,
+        Metric::RunDuration,
+        Metric::RunIterations,
+        Metric::PhaseDuration,
+        Metric::Phases,
+        Metric::PhaseRetries,
+        Metric::Evaluations,
+        Metric::EvaluationScore,
+        Metric::StagnationVerdicts,
+        Metric::Tokens,
+        Metric::Cost,
+        Metric::LogFindings,
+        Metric::Events,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Runs => "loopctl_runs",
+            Metric::RunsStarted => "loopctl_runs_started_total",
+            Metric::RunsFinished => "loopctl_runs_finished_total",
+            Metric::RunDuration => "loopctl_run_duration_seconds",
+            Metric::RunIterations => "loopctl_run_iterations",
+            Metric::PhaseDuration => "loopctl_phase_duration_seconds",
+            Metric::Phases => "loopctl_phases_total",
+            Metric::PhaseRetries => "loopctl_phase_retries_total",
+            Metric::Evaluations => "loopctl_evaluations_total",
+            Metric::EvaluationScore => "loopctl_evaluation_score",
+            Metric::StagnationVerdicts => "loopctl_stagnation_verdicts_total",
+            Metric::Tokens => "loopctl_tokens_total",
+            Metric::Cost => "loopctl_cost_usd_total",
+            Metric::LogFindings => "loopctl_log_findings_total",
+            Metric::Events => "loopctl_events_total",
+        }
+    }
+
+    pub fn help(self) -> &'static str {
+        match self {
+            Metric::Runs => "Runs by current status.",
+            Metric::RunsStarted => "Runs seen starting (a run's first event).",
+            Metric::RunsFinished => "Runs that ended, by status and canonical exit reason.",
+            Metric::RunDuration => "Wall time from a run's first to its last event, at its end.",
+            Metric::RunIterations => "Iterations a run had reached when it ended.",
+            Metric::PhaseDuration => {
+                "Duration of finished phase attempts (aif-loop: derived steps)."
+            }
+            Metric::Phases => "Finished phase attempts by stop reason.",
+            Metric::PhaseRetries => "Phase retries.",
+            Metric::Evaluations => "Evaluations by result (passed, failed, unknown).",
+            Metric::EvaluationScore => "Evaluation scores (0..1).",
+            Metric::StagnationVerdicts => "Stagnation detectors that triggered on a run.",
+            Metric::Tokens => "Tokens used, by type, where the logs carry them.",
+            Metric::Cost => "Cost in US dollars, where the logs carry it.",
+            Metric::LogFindings => {
+                "Findings about the logs: damaged lines, torn tails, seq problems."
+            }
+            Metric::Events => "Events read, by dialect and type (unknown types as other).",
+        }
+    }
+
+    pub fn kind(self) -> Type {
+        match self {
+            Metric::Runs => Type::Gauge,
+            Metric::RunDuration
+            | Metric::RunIterations
+            | Metric::PhaseDuration
+            | Metric::EvaluationScore => Type::Histogram,
+            _ => Type::Counter,
+        }
+    }
+
+    /// Label names, `loop` first where the series has it.
+    pub fn labels(self) -> &'static [&'static str] {
+        match self {
+            Metric::Runs => &["loop", "status"],
+            Metric::RunsStarted | Metric::EvaluationScore | Metric::Cost => &["loop"],
+            Metric::RunsFinished => &["loop", "status", "exit_reason"],
+            Metric::RunDuration | Metric::RunIterations => &["loop", "status"],
+            Metric::PhaseDuration => &["loop", "phase", "kind"],
+            Metric::Phases => &["loop", "phase", "stop_reason"],
+            Metric::PhaseRetries => &["loop", "phase"],
+            Metric::Evaluations => &["loop", "result"],
+            Metric::StagnationVerdicts => &["loop", "detector"],
+            Metric::Tokens => &["loop", "type"],
+            Metric::LogFindings => &["kind"],
+            Metric::Events => &["dialect", "event"],
+        }
+    }
+
+    fn has_loop(self) -> bool {
+        self.labels().first() == Some(&"loop")
+    }
+
+    pub fn buckets(self) -> &'static [f64] {
+        match self {
+            Metric::RunDuration => RUN_BUCKETS,
+            Metric::RunIterations => ITERATION_BUCKETS,
+            Metric::PhaseDuration => PHASE_BUCKETS,
+            Metric::EvaluationScore => SCORE_BUCKETS,
+            _ => &[],
+        }
+    }
+
+    /// Stored integer units per exported unit.
+    pub fn scale(self) -> f64 {
+        match self {
+            Metric::RunDuration | Metric::PhaseDuration => 1e3,
+            Metric::EvaluationScore => 1e6,
+            Metric::Cost => 1e9,
+            _ => 1.0,
+        }
+    }
+}
+
+/// A histogram in stored units: per-bucket (not cumulative) counts, the last for `+Inf`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hist {
+    pub buckets: Vec<i64>,
+    pub count: i64,
+    pub sum: i128,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Val {
+    Count(i64),
+    Hist(Hist),
+}
+
+impl Val {
+    fn is_zero(&self) -> bool {
+        match self {
+            Val::Count(n) => *n == 0,
+            Val::Hist(h) => h.count == 0 && h.sum == 0,
+        }
+    }
+
+    /// Adds `sign` times `other`.
+    fn add(&mut self, other: &Val, sign: i64) {
+        match (self, other) {
+            (Val::Count(a), Val::Count(b)) => *a += sign * b,
+            (Val::Hist(a), Val::Hist(b)) => {
+                for (x, y) in a.buckets.iter_mut().zip(&b.buckets) {
+                    *x += sign * y;
+                }
+                a.count += sign * b.count;
+                a.sum += i128::from(sign) * b.sum;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One series: its metric and label values, in `Metric::labels` order.
+pub type SeriesKey = (Metric, Vec<String>);
+
+/// What one run (labels without `loop`) or one log (series without `loop`) adds to the totals.
+#[derive(Debug, Clone, Default)]
+struct Contribution(HashMap<SeriesKey, Val>);
+
+/// One change to a series, in stored units.
+enum Delta {
+    Count(i64),
+    /// An observation (`sign` -1 takes it back).
+    Observe(i64, i64),
+}
+
+impl Delta {
+    fn val(&self, m: Metric) -> Val {
+        match *self {
+            Delta::Count(n) => Val::Count(n),
+            Delta::Observe(v, sign) => {
+                let bounds = m.buckets();
+                let exported = v as f64 / m.scale();
+                let i = bounds
+                    .iter()
+                    .position(|b| exported <= *b)
+                    .unwrap_or(bounds.len());
+                let mut buckets = vec![0; bounds.len() + 1];
+                buckets[i] = sign;
+                Val::Hist(Hist {
+                    buckets,
+                    count: sign,
+                    sum: i128::from(sign) * i128::from(v),
+                })
+            }
+        }
+    }
+}
+
+fn bump(map: &mut HashMap<SeriesKey, Val>, key: SeriesKey, val: &Val, sign: i64) {
+    match map.get_mut(&key) {
+        Some(v) => {
+            v.add(val, sign);
+            if v.is_zero() {
+                map.remove(&key);
+            }
+        }
+        None => {
+            let mut v = match val {
+                Val::Count(_) => Val::Count(0),
+                Val::Hist(h) => Val::Hist(Hist {
+                    buckets: vec![0; h.buckets.len()],
+                    count: 0,
+                    sum: 0,
+                }),
+            };
+            v.add(val, sign);
+            if !v.is_zero() {
+                map.insert(key, v);
+            }
+        }
+    }
+}
+
+/// Options of the model.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Export the live-run gauges (with a `run` label), one set per running run.
+    pub per_run_series: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            per_run_series: true,
+        }
+    }
+}
+
+/// A log fed to the model (a file; its runs are dropped with it).
+pub type SourceId = usize;
+
+/// One run: the core's folds, and the bookkeeping that turns their changes into series.
+#[derive(Debug, Clone)]
+pub struct RunMetrics {
+    pub state: RunState,
+    pub trace: Trace,
+    /// The `loop` label the run's contribution is filed under.
+    pub loop_label: String,
+    contribution: Contribution,
+    /// Explicit attempts before this index have all been observed (finished).
+    attempts_seen: usize,
+    /// Observed attempts past `attempts_seen` (phases that finished out of order).
+    finished_beyond: BTreeSet<usize>,
+    /// Derived steps observed (while the log has no explicit attempts); the last one may still
+    /// grow, and is observed with the values noted here.
+    steps_seen: usize,
+    last_step: Option<PhaseObs>,
+    evaluations_seen: usize,
+    retries_seen: usize,
+    detectors: BTreeSet<Detector>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct SourceState {
+    name: String,
+    runs: BTreeSet<String>,
+    contribution: Contribution,
+}
+
+/// Everything the metrics are made of.
+#[derive(Debug, Clone, Default)]
+pub struct MetricState {
+    pub options: Options,
+    sources: Vec<Option<SourceState>>,
+    runs: BTreeMap<(SourceId, String), RunMetrics>,
+    /// Full label values (with `loop`) to value.
+    totals: HashMap<SeriesKey, Val>,
+}
+
+/// Canonical exit reasons exported as they are; anything else (free text, a marker's label)
+/// is `other`.
+const EXIT_REASONS: &[&str] = &[
+    "threshold_reached",
+    "no_major_issues",
+    "goal_met",
+    "passed",
+    "goto_end",
+    "user_stop",
+    "iteration_limit",
+    "stagnation",
+    "budget_exceeded",
+    "phase_error",
+    "marker",
+    "end_turn",
+    "timeout",
+    "abort",
+];
+
+/// A phase attempt's stop reasons exported as they are.
+const STOP_REASONS: &[&str] = &[
+    "end_turn",
+    "max_tokens",
+    "stop_sequence",
+    "tool_use",
+    "pause_turn",
+    "refusal",
+    "error",
+    "timeout",
+    "cancelled",
+    "killed",
+];
+
+fn exit_reason_label(s: &RunState) -> &'static str {
+    if let Some(r) = EXIT_REASONS.iter().find(|r| **r == s.stop.reason) {
+        return r;
+    }
+    if s.exit_reason.as_deref() == Some("abort") {
+        return "abort";
+    }
+    "other"
+}
+
+fn stop_reason_label(a: &Attempt) -> String {
+    match a.stop_reason.as_deref() {
+        Some(r) if STOP_REASONS.contains(&r) => r.to_string(),
+        Some(_) => "other".into(),
+        None if a.failed() => "error".into(),
+        None => "none".into(),
+    }
+}
+
+fn kind_label(a: &Attempt) -> String {
+    match a.kind.as_deref() {
+        Some(k @ ("pre" | "loop" | "post")) => k.to_string(),
+        _ if a.derived => "step".into(),
+        _ => "unknown".into(),
+    }
+}
+
+/// The `loop` label of a run: its alias when the run id names one (aif-loop's stamped ids,
+/// `task_alias`), else the log's own name (its folder, or its file stem), so that bare ids
+/// (Avenor's, session ids) never become label values.
+fn loop_label(s: &RunState, source: &str) -> String {
+    if s.task_alias != s.run_id || source.is_empty() {
+        s.task_alias.clone()
+    } else {
+        source.to_string()
+    }
+}
+
+fn event_label(ev: &Event<'_>) -> &'static str {
+    ev.kind.name()
+}
+
+/// Cache tokens and cost from a payload, where a log carries them (no dialect does yet in the
+/// corpus; Claude's usage objects and result events do).
+fn usage_extras(payload: &str) -> (u64, u64, Option<f64>) {
+    if !(payload.contains("cache_") || payload.contains("cost")) {
+        return (0, 0, None);
+    }
+    let Ok(v) = serde_json::from_str::<Value>(payload) else {
+        return (0, 0, None);
+    };
+    let u = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let usage = v.get("usage").unwrap_or(&v);
+    let read = u(usage, "cache_read_input_tokens").max(u(usage, "cache_read_tokens"));
+    let creation = u(usage, "cache_creation_input_tokens").max(u(usage, "cache_creation_tokens"));
+    let cost = ["cost_usd", "total_cost_usd"]
+        .iter()
+        .find_map(|k| v.get(*k).and_then(Value::as_f64))
+        .filter(|c| c.is_finite() && *c >= 0.0);
+    (read, creation, cost)
+}
+
+impl MetricState {
+    pub fn new(options: Options) -> MetricState {
+        MetricState {
+            options,
+            ..MetricState::default()
+        }
+    }
+
+    /// Registers a log; `name` is its folder's name or its file stem (the `loop` label of runs
+    /// whose id names no alias, and the run of events that name none).
+    pub fn add_source(&mut self, name: &str) -> SourceId {
+        self.sources.push(Some(SourceState {
+            name: name.to_string(),
+            ..SourceState::default()
+        }));
+        self.sources.len() - 1
+    }
+
+    /// Forgets a log and everything it contributed (deleted, or about to be read again).
+    pub fn drop_source(&mut self, source: SourceId) {
+        let Some(src) = self.sources.get_mut(source).and_then(Option::take) else {
+            return;
+        };
+        for (key, val) in &src.contribution.0 {
+            bump(&mut self.totals, key.clone(), val, -1);
+        }
+        for run in &src.runs {
+            if let Some(r) = self.runs.remove(&(source, run.clone())) {
+                for (key, val) in &r.contribution.0 {
+                    bump(&mut self.totals, full_key(key, &r.loop_label), val, -1);
+                }
+            }
+        }
+    }
+
+    /// Drops a log's runs and contributions but keeps it registered (a log rewritten from its
+    /// start).
+    pub fn reset_source(&mut self, source: SourceId) {
+        let name = match self.sources.get(source) {
+            Some(Some(s)) => s.name.clone(),
+            _ => return,
+        };
+        self.drop_source(source);
+        self.sources[source] = Some(SourceState {
+            name,
+            ..SourceState::default()
+        });
+    }
+
+    /// The series a log contributes without its runs (events read, findings).
+    pub fn source_series(&self, source: SourceId) -> impl Iterator<Item = (&SeriesKey, &Val)> {
+        self.sources
+            .get(source)
+            .and_then(Option::as_ref)
+            .into_iter()
+            .flat_map(|s| s.contribution.0.iter())
+    }
+
+    pub fn source_name(&self, source: SourceId) -> Option<&str> {
+        self.sources.get(source)?.as_ref().map(|s| s.name.as_str())
+    }
+
+    fn bump_source(&mut self, source: SourceId, key: SeriesKey, d: Delta) {
+        let Some(Some(src)) = self.sources.get_mut(source) else {
+            return;
+        };
+        let v = d.val(key.0);
+        bump(&mut src.contribution.0, key.clone(), &v, 1);
+        bump(&mut self.totals, key, &v, 1);
+    }
+
+    /// Counts a finding about a log (a damaged line, a torn tail, ...); `sign` -1 takes it back
+    /// (a torn tail that its writer completed).
+    pub fn finding(&mut self, source: SourceId, kind: FindingKind, sign: i64) {
+        let key = (Metric::LogFindings, vec![finding_label(kind).to_string()]);
+        self.bump_source(source, key, Delta::Count(sign));
+    }
+
+    /// Folds one event of a log.
+    pub fn apply(&mut self, source: SourceId, ev: &Event<'_>) {
+        let Some(Some(src)) = self.sources.get_mut(source) else {
+            return;
+        };
+        let run_id = ev.run_id.as_deref().unwrap_or(&src.name).to_string();
+        let name = src.name.clone();
+        src.runs.insert(run_id.clone());
+        self.bump_source(
+            source,
+            (
+                Metric::Events,
+                vec![ev.dialect.name().into(), event_label(ev).into()],
+            ),
+            Delta::Count(1),
+        );
+        let key = (source, run_id);
+        let mut run = match self.runs.remove(&key) {
+            Some(r) => r,
+            None => {
+                let state = RunState::new(&key.1);
+                let mut r = RunMetrics {
+                    loop_label: loop_label(&state, &name),
+                    state,
+                    trace: Trace::default(),
+                    contribution: Contribution::default(),
+                    attempts_seen: 0,
+                    finished_beyond: BTreeSet::new(),
+                    steps_seen: 0,
+                    last_step: None,
+                    evaluations_seen: 0,
+                    retries_seen: 0,
+                    detectors: BTreeSet::new(),
+                };
+                self.add(&mut r, (Metric::RunsStarted, vec![]), Delta::Count(1));
+                self.add(&mut r, runs_key(Status::Running), Delta::Count(1));
+                r
+            }
+        };
+        let step = seq_step(run.state.events, run.state.last_seq, ev.seq);
+        if let Some((kind, _)) = &step.finding {
+            self.finding(source, *kind, 1);
+        }
+        if !step.duplicate {
+            self.fold(&mut run, ev, step.keep, &name);
+        }
+        self.runs.insert(key, run);
+    }
+
+    fn add(&mut self, run: &mut RunMetrics, key: SeriesKey, d: Delta) {
+        let v = d.val(key.0);
+        bump(&mut self.totals, full_key(&key, &run.loop_label), &v, 1);
+        bump(&mut run.contribution.0, key, &v, 1);
+    }
+
+    fn fold(&mut self, run: &mut RunMetrics, ev: &Event<'_>, keep_seq: Option<u64>, source: &str) {
+        let before = run.state.status;
+        apply_mut(&mut run.state, ev);
+        if keep_seq.is_some() {
+            run.state.last_seq = keep_seq;
+        }
+        run.trace.apply(ev);
+        let label = loop_label(&run.state, source);
+        if label != run.loop_label {
+            for (key, val) in &run.contribution.0 {
+                bump(&mut self.totals, full_key(key, &run.loop_label), val, -1);
+                bump(&mut self.totals, full_key(key, &label), val, 1);
+            }
+            run.loop_label = label;
+        }
+
+        let f = &ev.facts;
+        for (ty, n) in [("input", f.tokens_in), ("output", f.tokens_out)] {
+            if let Some(n) = n.filter(|n| *n > 0) {
+                self.add(
+                    run,
+                    (Metric::Tokens, vec![ty.into()]),
+                    Delta::Count(n as i64),
+                );
+            }
+        }
+        if let Some(p) = ev.payload.as_deref() {
+            let (read, creation, cost) = usage_extras(p);
+            for (ty, n) in [("cache_read", read), ("cache_creation", creation)] {
+                if n > 0 {
+                    self.add(
+                        run,
+                        (Metric::Tokens, vec![ty.into()]),
+                        Delta::Count(n as i64),
+                    );
+                }
+            }
+            if let Some(c) = cost {
+                let nano = (c * 1e9).round() as i64;
+                self.add(run, (Metric::Cost, vec![]), Delta::Count(nano));
+            }
+        }
+
+        self.observe_phases(run, ev);
+        while run.evaluations_seen < run.trace.evaluations.len() {
+            let e = &run.trace.evaluations[run.evaluations_seen];
+            let result = match e.passed {
+                Some(true) => "passed",
+                Some(false) => "failed",
+                None => "unknown",
+            };
+            let score = e.score.filter(|s| s.is_finite());
+            run.evaluations_seen += 1;
+            self.add(
+                run,
+                (Metric::Evaluations, vec![result.into()]),
+                Delta::Count(1),
+            );
+            if let Some(s) = score {
+                let micro = (s * 1e6).round() as i64;
+                self.add(
+                    run,
+                    (Metric::EvaluationScore, vec![]),
+                    Delta::Observe(micro, 1),
+                );
+            }
+        }
+        while run.retries_seen < run.trace.retries.len() {
+            let phase = run.trace.retries[run.retries_seen]
+                .phase
+                .clone()
+                .unwrap_or_else(|| "unknown".into());
+            run.retries_seen += 1;
+            self.add(run, (Metric::PhaseRetries, vec![phase]), Delta::Count(1));
+        }
+
+        let after = run.state.status;
+        if after != before {
+            self.add(run, runs_key(before), Delta::Count(-1));
+            self.add(run, runs_key(after), Delta::Count(1));
+            if before == Status::Running {
+                self.finished(run);
+            }
+        }
+        if matches!(
+            ev.kind,
+            Kind::EvaluationDone
+                | Kind::PhaseFinished
+                | Kind::Stopped
+                | Kind::Failed
+                | Kind::SessionEnded
+        ) {
+            // No clock: the stalled detector needs one, and is left to the live-run gauges.
+            let verdict = stagnation::assess(&run.trace, &stagnation::Config::default(), None);
+            for f in verdict.triggered() {
+                if run.detectors.insert(f.detector) {
+                    let key = (
+                        Metric::StagnationVerdicts,
+                        vec![f.detector.name().to_string()],
+                    );
+                    self.add(run, key, Delta::Count(1));
+                }
+            }
+        }
+    }
+
+    fn finished(&mut self, run: &mut RunMetrics) {
+        let s = &run.state;
+        let status = s.status.as_str().to_string();
+        let reason = exit_reason_label(s).to_string();
+        let iterations = s.iteration as i64;
+        let duration = match (s.created_at, s.updated_at) {
+            (Some(a), Some(b)) => Some(b.0.saturating_sub(a.0).max(0)),
+            _ => None,
+        };
+        self.add(
+            run,
+            (Metric::RunsFinished, vec![status.clone(), reason]),
+            Delta::Count(1),
+        );
+        self.add(
+            run,
+            (Metric::RunIterations, vec![status.clone()]),
+            Delta::Observe(iterations, 1),
+        );
+        if let Some(ms) = duration {
+            self.add(
+                run,
+                (Metric::RunDuration, vec![status]),
+                Delta::Observe(ms, 1),
+            );
+        }
+    }
+
+    /// Observes finished explicit attempts once each; while the log has none, the derived
+    /// aif-loop steps instead (the last one again each time it grows).
+    fn observe_phases(&mut self, run: &mut RunMetrics, ev: &Event<'_>) {
+        if run.trace.attempts.is_empty() {
+            let steps = run.trace.steps.len();
+            if run.steps_seen > 0 {
+                let now = step_obs(&run.trace.steps[run.steps_seen - 1]);
+                if now != run.last_step {
+                    if let Some(o) = run.last_step.take() {
+                        self.phase_obs(run, &o, -1);
+                    }
+                    if let Some(o) = &now {
+                        self.phase_obs(run, o, 1);
+                    }
+                    run.last_step = now;
+                }
+            }
+            for i in run.steps_seen..steps {
+                let obs = step_obs(&run.trace.steps[i]);
+                if let Some(o) = &obs {
+                    self.phase_obs(run, o, 1);
+                }
+                run.last_step = obs;
+            }
+            run.steps_seen = steps;
+            return;
+        }
+        if run.steps_seen > 0 {
+            // Explicit attempts win over derived steps (`Trace::phases`): take the steps back.
+            let n = run.steps_seen;
+            let last = run.last_step.take();
+            for i in 0..n {
+                let obs = if i + 1 == n {
+                    last.clone()
+                } else {
+                    step_obs(&run.trace.steps[i])
+                };
+                if let Some(o) = obs {
+                    self.phase_obs(run, &o, -1);
+                }
+            }
+            run.steps_seen = 0;
+        }
+        if ev.kind != Kind::PhaseFinished {
+            return;
+        }
+        let mut obs = Vec::new();
+        for (i, a) in run
+            .trace
+            .attempts
+            .iter()
+            .enumerate()
+            .skip(run.attempts_seen)
+        {
+            if a.finished && !run.finished_beyond.contains(&i) {
+                obs.extend(attempt_obs(a));
+                run.finished_beyond.insert(i);
+            }
+        }
+        while run.finished_beyond.remove(&run.attempts_seen) {
+            run.attempts_seen += 1;
+        }
+        for o in obs {
+            self.phase_obs(run, &o, 1);
+        }
+    }
+
+    fn phase_obs(&mut self, run: &mut RunMetrics, o: &PhaseObs, sign: i64) {
+        self.add(
+            run,
+            (Metric::Phases, vec![o.0.clone(), o.3.clone()]),
+            Delta::Count(sign),
+        );
+        if let Some(ms) = o.2 {
+            self.add(
+                run,
+                (Metric::PhaseDuration, vec![o.0.clone(), o.1.clone()]),
+                Delta::Observe(ms, sign),
+            );
+        }
+    }
+
+    /// The runs, for `/api/runs` and the live-run gauges.
+    pub fn runs(&self) -> impl Iterator<Item = (SourceId, &RunMetrics)> {
+        self.runs.iter().map(|((s, _), r)| (*s, r))
+    }
+
+    /// Every series with a value, sorted by metric and labels (with `loop` first where the
+    /// metric has it).
+    pub fn series(&self) -> Vec<(&SeriesKey, &Val)> {
+        let mut v: Vec<_> = self.totals.iter().collect();
+        v.sort_by(|a, b| a.0.cmp(b.0));
+        v
+    }
+
+    /// Loops with at least one run, for the `loopctl_runs` zeros.
+    pub fn loops(&self) -> BTreeSet<&str> {
+        self.runs.values().map(|r| r.loop_label.as_str()).collect()
+    }
+}
+
+/// (phase, kind, duration ms, stop reason) of a finished attempt or step.
+type PhaseObs = (String, String, Option<i64>, String);
+
+fn attempt_obs(a: &Attempt) -> Option<PhaseObs> {
+    a.finished.then(|| {
+        (
+            a.name.clone(),
+            kind_label(a),
+            a.duration_ms.and_then(|d| i64::try_from(d).ok()),
+            stop_reason_label(a),
+        )
+    })
+}
+
+fn step_obs(a: &Attempt) -> Option<PhaseObs> {
+    attempt_obs(a)
+}
+
+fn runs_key(s: Status) -> SeriesKey {
+    (Metric::Runs, vec![s.as_str().to_string()])
+}
+
+fn full_key(key: &SeriesKey, loop_label: &str) -> SeriesKey {
+    if key.0.has_loop() {
+        let mut labels = Vec::with_capacity(key.1.len() + 1);
+        labels.push(loop_label.to_string());
+        labels.extend(key.1.iter().cloned());
+        (key.0, labels)
+    } else {
+        key.clone()
+    }
+}
+
+pub fn finding_label(kind: FindingKind) -> &'static str {
+    match kind {
+        FindingKind::BadLine => "bad_line",
+        FindingKind::TornTail => "torn_tail",
+        FindingKind::Oversize => "oversize",
+        FindingKind::SeqGap => "seq_gap",
+        FindingKind::SeqDuplicate => "seq_duplicate",
+        FindingKind::SeqReorder => "seq_reorder",
+    }
+}

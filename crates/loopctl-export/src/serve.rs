@@ -1,0 +1,537 @@
+//! `loopctl serve`: every log under the roots replayed once, then followed; `/metrics`
+//! encodes the current state (O(series), never a log read).
+//!
+//! HTTP is served by a small std-only HTTP/1.1 responder rather than tiny_http: tiny_http 0.12
+//! reads request heads without a size cap or a timeout on a thread per connection, and the
+//! issue asks for bounded heads and for slow clients not to stall scrapes. Here a fixed pool
+//! of workers takes connections from a bounded queue (503 when it is full); each head is capped
+//! at `MAX_HEAD` bytes and must arrive within `HEAD_TIMEOUT`; bodies are never read; every
+//! response closes its connection.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use loopctl_core::JsonWriter;
+use loopctl_core::lines::Pos;
+use loopctl_follow::{Follower, Item, Start};
+
+use crate::encode::{self, OPENMETRICS_CONTENT_TYPE, Shared, TEXT_CONTENT_TYPE};
+use crate::feed::{Damage, Feed};
+use crate::model::{Metric, MetricState, Options, SourceId, Val};
+use crate::textfile::{ExportError, LogRef, logs, read_log};
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
+/// Largest request head (request line and headers) accepted.
+pub const MAX_HEAD: usize = 8 << 10;
+/// Time a client has to send its request head.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub roots: Vec<PathBuf>,
+    pub options: Options,
+    pub max_line: usize,
+    /// How often followed logs are checked when no notification arrives.
+    pub poll: Duration,
+    /// How often the roots are scanned for new run folders.
+    pub rescan: Duration,
+    /// Threads answering requests.
+    pub workers: usize,
+}
+
+/// What the server tells the person running it (the CLI prints it).
+pub trait Ui: Send + Sync {
+    fn listening(&self, addr: SocketAddr);
+    /// Start-up replay progress: logs read of `total`.
+    fn progress(&self, done: usize, total: usize);
+    /// A damaged line (reported once), a deleted or rewritten log, a new run.
+    fn notice(&self, text: &str);
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Export(#[from] ExportError),
+}
+
+/// Sets `flag` on SIGINT and SIGTERM (graceful shutdown).
+pub fn shutdown_on_signals(flag: &Arc<AtomicBool>) -> std::io::Result<()> {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(flag))?;
+    }
+    Ok(())
+}
+
+struct Http {
+    shared: Shared,
+    registry: prometheus::Registry,
+    ready: AtomicBool,
+    /// Folder (or file) path of each source, for `/api/runs`.
+    paths: Mutex<HashMap<SourceId, PathBuf>>,
+}
+
+fn damage_text(log: &std::path::Path, d: &Damage) -> String {
+    let line = if d.line > 0 {
+        format!("line {}, ", d.line)
+    } else {
+        String::new()
+    };
+    format!(
+        "{}: {line}byte {}: {} ({}); skipped",
+        log.display(),
+        d.offset,
+        d.reason,
+        crate::model::finding_label(d.kind)
+    )
+}
+
+/// Runs the server until `stop` is set.
+pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<(), ServeError> {
+    let initial = logs(&cfg.roots)?;
+    let listener = TcpListener::bind(cfg.listen).map_err(|source| ServeError::Bind {
+        addr: cfg.listen,
+        source,
+    })?;
+    let addr = listener.local_addr().unwrap_or(cfg.listen);
+    let shared = Shared {
+        state: Arc::new(Mutex::new(MetricState::new(cfg.options.clone()))),
+        scrape_seconds: Some(Arc::new(AtomicU64::new(0))),
+    };
+    let http = Arc::new(Http {
+        registry: encode::registry(shared.clone()).map_err(ExportError::from)?,
+        shared,
+        ready: AtomicBool::new(false),
+        paths: Mutex::new(HashMap::new()),
+    });
+    ui.listening(addr);
+    std::thread::scope(|sc| {
+        let (tx, rx) = sync_channel::<TcpStream>(64);
+        let rx = Arc::new(Mutex::new(rx));
+        for _ in 0..cfg.workers.max(1) {
+            let (rx, http) = (Arc::clone(&rx), Arc::clone(&http));
+            sc.spawn(move || worker(&rx, &http));
+        }
+        let stop_accept = Arc::clone(&stop);
+        sc.spawn(move || accept(listener, tx, &stop_accept));
+        let r = follow(&cfg, initial, &http, &stop, ui);
+        stop.store(true, Ordering::SeqCst);
+        r
+    })
+}
+
+/// Replays every log once, then follows them and picks up new run folders until `stop`.
+fn follow(
+    cfg: &Config,
+    initial: Vec<LogRef>,
+    http: &Http,
+    stop: &AtomicBool,
+    ui: &dyn Ui,
+) -> Result<(), ServeError> {
+    let mut follower = Follower::new(cfg.poll);
+    for r in &cfg.roots {
+        if r.is_dir() {
+            follower.watch(r);
+        }
+    }
+    // Follower source index -> (log, feed).
+    let mut feeds: Vec<Option<(LogRef, Feed)>> = Vec::new();
+    let mut known: HashMap<PathBuf, usize> = HashMap::new();
+    let lock = || http.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    let total = initial.len();
+    for (i, log) in initial.into_iter().enumerate() {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let read = {
+            let mut m = lock();
+            read_log(&mut m, &log, cfg.max_line, &mut |d| {
+                ui.notice(&damage_text(&log.log, &d))
+            })
+        };
+        match read {
+            Ok((source, feed)) => {
+                let at = follower.add(&log.log, Start::At(feed.next_offset));
+                track(http, source, &log);
+                known.insert(log.log.clone(), at);
+                set(&mut feeds, at, (log, feed));
+            }
+            // Deleted between the scan and the read: the next scan decides.
+            Err(e) => ui.notice(&format!("{e}; skipped")),
+        }
+        ui.progress(i + 1, total);
+    }
+    http.ready.store(true, Ordering::SeqCst);
+    let mut last_scan = Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        let mut items = Vec::new();
+        follower.poll(&mut |item| items.push(item));
+        if !items.is_empty() {
+            let mut m = lock();
+            for item in items {
+                match item {
+                    Item::Line {
+                        source,
+                        line,
+                        offset,
+                        text,
+                    } => {
+                        let Some(Some((log, feed))) = feeds.get_mut(source) else {
+                            continue;
+                        };
+                        if offset < feed.next_offset {
+                            // Rewritten from its start (the follower said so): read it anew.
+                            m.reset_source(feed.source);
+                            *feed = Feed::new(feed.source, cfg.max_line);
+                        }
+                        let pos = Pos { line, offset };
+                        feed.line(&mut m, pos, &text, true, &mut |d| {
+                            ui.notice(&damage_text(&log.log, &d))
+                        });
+                    }
+                    Item::Notice { text, .. } => ui.notice(&text),
+                    Item::Gone { source } => {
+                        if let Some(Some((log, feed))) = feeds.get_mut(source).map(Option::take) {
+                            m.drop_source(feed.source);
+                            known.remove(&log.log);
+                            lock_paths(http).remove(&feed.source);
+                        }
+                    }
+                }
+            }
+        }
+        if last_scan.elapsed() >= cfg.rescan {
+            last_scan = Instant::now();
+            // New run folders: followed from their start (their lines arrive as items).
+            if let Ok(now) = logs(&cfg.roots) {
+                for log in now {
+                    if known.contains_key(&log.log) {
+                        continue;
+                    }
+                    let source = lock().add_source(&log.name);
+                    let at = follower.add(&log.log, Start::Beginning);
+                    track(http, source, &log);
+                    known.insert(log.log.clone(), at);
+                    set(&mut feeds, at, (log, Feed::new(source, cfg.max_line)));
+                }
+            }
+        }
+        follower.wait();
+    }
+    Ok(())
+}
+
+fn lock_paths(http: &Http) -> std::sync::MutexGuard<'_, HashMap<SourceId, PathBuf>> {
+    http.paths.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn track(http: &Http, source: SourceId, log: &LogRef) {
+    let path = log.dir.clone().unwrap_or_else(|| log.log.clone());
+    lock_paths(http).insert(source, path);
+}
+
+fn set<T>(v: &mut Vec<Option<T>>, i: usize, x: T) {
+    if v.len() <= i {
+        v.resize_with(i + 1, || None);
+    }
+    v[i] = Some(x);
+}
+
+fn accept(listener: TcpListener, tx: SyncSender<TcpStream>, stop: &AtomicBool) {
+    // Non-blocking so that shutdown is noticed without a wake-up connection.
+    if listener.set_nonblocking(true).is_err() {
+        return;
+    }
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((s, _)) => {
+                if s.set_nonblocking(false).is_err() {
+                    continue;
+                }
+                if let Err(TrySendError::Full(mut s)) = tx.try_send(s) {
+                    let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                    let _ = respond(&mut s, 503, "text/plain", b"busy\n", false, &[]);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+fn worker(rx: &Mutex<Receiver<TcpStream>>, http: &Http) {
+    loop {
+        let next = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+        let Ok(mut s) = next else { return };
+        handle(&mut s, http);
+    }
+}
+
+/// A request head: method, path (without query), and the `Accept` header.
+#[derive(Debug, PartialEq, Eq)]
+struct Head {
+    method: String,
+    path: String,
+    accept: String,
+}
+
+enum HeadError {
+    TooLarge,
+    Timeout,
+    Malformed,
+    Closed,
+}
+
+fn read_head(s: &mut TcpStream) -> Result<Head, HeadError> {
+    let deadline = Instant::now() + HEAD_TIMEOUT;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    let end = loop {
+        if let Some(i) = find_end(&buf) {
+            break i;
+        }
+        if buf.len() >= MAX_HEAD {
+            return Err(HeadError::TooLarge);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(HeadError::Timeout);
+        }
+        let _ = s.set_read_timeout(Some(left.min(Duration::from_millis(500))));
+        let want = chunk.len().min(MAX_HEAD - buf.len());
+        match s.read(&mut chunk[..want]) {
+            Ok(0) => return Err(HeadError::Closed),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return Err(HeadError::Closed),
+        }
+    };
+    parse_head(&buf[..end]).ok_or(HeadError::Malformed)
+}
+
+fn find_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .or_else(|| buf.windows(2).position(|w| w == b"\n\n"))
+}
+
+fn parse_head(head: &[u8]) -> Option<Head> {
+    let text = std::str::from_utf8(head).ok()?;
+    let mut lines = text.lines();
+    let mut parts = lines.next()?.split(' ');
+    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some()
+        || !version.starts_with("HTTP/1.")
+        || method.is_empty()
+        || !method.bytes().all(|b| b.is_ascii_uppercase())
+        || !target.starts_with('/')
+    {
+        return None;
+    }
+    let mut accept = String::new();
+    for l in lines {
+        let (k, v) = l.split_once(':')?;
+        if k.trim().eq_ignore_ascii_case("accept") {
+            accept = v.trim().to_string();
+        }
+    }
+    let path = target.split(['?', '#']).next().unwrap_or(target);
+    Some(Head {
+        method: method.to_string(),
+        path: path.to_string(),
+        accept,
+    })
+}
+
+fn reason(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Unknown",
+    }
+}
+
+fn respond(
+    s: &mut TcpStream,
+    code: u16,
+    content_type: &str,
+    body: &[u8],
+    head_only: bool,
+    extra: &[(&str, &str)],
+) -> std::io::Result<()> {
+    let mut out = format!(
+        "HTTP/1.1 {code} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        reason(code),
+        body.len()
+    );
+    for (k, v) in extra {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    s.write_all(out.as_bytes())?;
+    if !head_only {
+        s.write_all(body)?;
+    }
+    s.flush()
+}
+
+fn handle(s: &mut TcpStream, http: &Http) {
+    let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
+    let head = match read_head(s) {
+        Ok(h) => h,
+        Err(HeadError::Closed) => return,
+        Err(e) => {
+            let (code, msg) = match e {
+                HeadError::TooLarge => (431, "request head too large\n"),
+                HeadError::Timeout => (408, "request head not received in time\n"),
+                _ => (400, "malformed request\n"),
+            };
+            let _ = respond(s, code, "text/plain", msg.as_bytes(), false, &[]);
+            return;
+        }
+    };
+    let head_only = head.method == "HEAD";
+    let known = matches!(
+        head.path.as_str(),
+        "/metrics" | "/healthz" | "/api/runs" | "/"
+    );
+    if !known {
+        let _ = respond(s, 404, "text/plain", b"not found\n", head_only, &[]);
+        return;
+    }
+    if head.method != "GET" && !head_only {
+        let _ = respond(
+            s,
+            405,
+            "text/plain",
+            b"method not allowed\n",
+            false,
+            &[("Allow", "GET, HEAD")],
+        );
+        return;
+    }
+    let (ty, body): (&str, Vec<u8>) = match head.path.as_str() {
+        "/metrics" => {
+            let open = head.accept.contains("application/openmetrics-text");
+            let started = Instant::now();
+            let families = http.registry.gather();
+            let text = if open {
+                encode::openmetrics(&families)
+            } else {
+                encode::text(&families)
+            };
+            if let Some(d) = &http.shared.scrape_seconds {
+                d.store(started.elapsed().as_secs_f64().to_bits(), Ordering::Relaxed);
+            }
+            let ty = if open {
+                OPENMETRICS_CONTENT_TYPE
+            } else {
+                TEXT_CONTENT_TYPE
+            };
+            (ty, text.into_bytes())
+        }
+        "/healthz" => {
+            if !http.ready.load(Ordering::SeqCst) {
+                let _ = respond(s, 503, "text/plain", b"replaying\n", head_only, &[]);
+                return;
+            }
+            ("text/plain", b"ok\n".to_vec())
+        }
+        "/api/runs" => ("application/json", runs_json(http)),
+        _ => (
+            "text/html; charset=utf-8",
+            b"<html><body><a href=\"/metrics\">/metrics</a> <a href=\"/api/runs\">/api/runs</a> <a href=\"/healthz\">/healthz</a></body></html>\n".to_vec(),
+        ),
+    };
+    let _ = respond(s, 200, ty, &body, head_only, &[]);
+}
+
+/// The rows `list --json` prints, one per run (a log holding several runs gives several).
+fn runs_json(http: &Http) -> Vec<u8> {
+    let m = http.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    let paths = lock_paths(http);
+    let mut out = b"[".to_vec();
+    for (i, (source, r)) in m.runs().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let s = &r.state;
+        let path = paths.get(&source).map(|p| p.to_string_lossy().into_owned());
+        let alias = m.source_name(source).unwrap_or(&s.task_alias);
+        let mut w = JsonWriter::object_in(&mut out);
+        w.key("alias").string(alias);
+        w.key("run_id").string(&s.run_id);
+        w.key("status").string(s.status.as_str());
+        w.key("stop_reason").string(&s.stop.reason);
+        w.key("iteration").u64(s.iteration);
+        w.key("max_iterations").opt_u64(s.max_iterations);
+        w.key("phase").string(&s.phase);
+        w.key("last_score").f64(s.last_score);
+        w.key("updated_at").ts(s.updated_at);
+        w.key("events").u64(s.events);
+        w.key("findings").u64(source_findings(&m, source));
+        w.key("path").string(path.as_deref().unwrap_or(""));
+        w.close();
+    }
+    out.extend_from_slice(b"]\n");
+    out
+}
+
+fn source_findings(m: &MetricState, source: SourceId) -> u64 {
+    m.source_series(source)
+        .filter(|(k, _)| k.0 == Metric::LogFindings)
+        .map(|(_, v)| match v {
+            Val::Count(n) => (*n).max(0) as u64,
+            Val::Hist(_) => 0,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_parse_or_are_refused() {
+        let h = parse_head(b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nAccept: application/openmetrics-text; version=1.0.0\r\n").unwrap();
+        assert_eq!(
+            h,
+            Head {
+                method: "GET".into(),
+                path: "/metrics".into(),
+                accept: "application/openmetrics-text; version=1.0.0".into()
+            }
+        );
+        for bad in [
+            &b"GET /metrics"[..],
+            b"GET metrics HTTP/1.1",
+            b"get / HTTP/1.1",
+            b"GET / HTTP/2 x",
+            b"GET / HTTP/1.1\r\nno colon here",
+            b"\xff\xfe",
+        ] {
+            assert_eq!(parse_head(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+}

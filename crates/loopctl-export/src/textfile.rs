@@ -1,0 +1,116 @@
+//! Finding the logs under the roots, replaying them into a `MetricState`, and the one-shot
+//! textfile export (node_exporter's textfile collector format, written atomically).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use loopctl_store::discover::{self, LOG_NAME, RunRef};
+use loopctl_store::read::for_each_piece;
+
+use crate::encode;
+use crate::feed::{Damage, Feed};
+use crate::model::{MetricState, Options, SourceId};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Store(#[from] loopctl_store::StoreError),
+    #[error("{0}: no such run folder, root or log file")]
+    Missing(PathBuf),
+    #[error(transparent)]
+    Encode(#[from] encode::EncodeError),
+}
+
+/// One log to read: a run folder's `history.jsonl` or a bare log file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRef {
+    pub log: PathBuf,
+    /// The folder's name or the file's stem: the run of events that name none.
+    pub name: String,
+    /// The run folder, when the log is one's.
+    pub dir: Option<PathBuf>,
+}
+
+impl From<RunRef> for LogRef {
+    fn from(r: RunRef) -> LogRef {
+        LogRef {
+            log: r.log,
+            name: r.name,
+            dir: r.dir,
+        }
+    }
+}
+
+/// Every log named by `specs`: a log file, a run folder (holding `history.jsonl`), or a root
+/// whose run folders are its subfolders. A root is scanned again by `serve` for new runs.
+pub fn logs(specs: &[PathBuf]) -> Result<Vec<LogRef>, ExportError> {
+    let mut out = Vec::new();
+    for s in specs {
+        if s.is_file() {
+            out.push(RunRef::file(s).into());
+        } else if s.join(LOG_NAME).is_file() {
+            out.push(RunRef::file(&s.join(LOG_NAME)).into());
+        } else if s.is_dir() {
+            out.extend(discover::list_runs(s)?.into_iter().map(LogRef::from));
+        } else {
+            return Err(ExportError::Missing(s.clone()));
+        }
+    }
+    out.sort_by(|a, b| a.log.cmp(&b.log));
+    out.dedup_by(|a, b| a.log == b.log);
+    Ok(out)
+}
+
+/// Reads one whole log into the model; returns its feed (where it was read up to).
+pub fn read_log(
+    m: &mut MetricState,
+    log: &LogRef,
+    max_line: usize,
+    report: &mut impl FnMut(Damage),
+) -> Result<(SourceId, Feed), ExportError> {
+    let source = m.add_source(&log.name);
+    let mut feed = Feed::new(source, max_line);
+    for_each_piece(&log.log, 0, 0, max_line, |p| feed.piece(m, p, report))?;
+    Ok((source, feed))
+}
+
+/// Replays every log (in path order) into a new model.
+pub fn replay(
+    logs: &[LogRef],
+    options: Options,
+    max_line: usize,
+    report: &mut impl FnMut(&LogRef, Damage),
+) -> Result<MetricState, ExportError> {
+    let mut m = MetricState::new(options);
+    for log in logs {
+        read_log(&mut m, log, max_line, &mut |d| report(log, d))?;
+    }
+    Ok(m)
+}
+
+/// The model in text format 0.0.4, without the server's own series.
+pub fn render(m: MetricState) -> Result<String, ExportError> {
+    let shared = encode::Shared {
+        state: std::sync::Arc::new(std::sync::Mutex::new(m)),
+        scrape_seconds: None,
+    };
+    let reg = encode::registry(shared)?;
+    Ok(encode::text(&reg.gather()))
+}
+
+/// Writes `text` to `path` atomically: a temporary file in the same folder, then a rename, so
+/// node_exporter never reads half a file.
+pub fn write_atomic(path: &Path, text: &str) -> Result<(), ExportError> {
+    let io = |source| ExportError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = atomic_write_file::AtomicWriteFile::open(path).map_err(io)?;
+    f.write_all(text.as_bytes()).map_err(io)?;
+    f.commit().map_err(io)
+}

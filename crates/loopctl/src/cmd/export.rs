@@ -1,0 +1,79 @@
+use std::path::PathBuf;
+
+use clap::{Args as ClapArgs, Subcommand};
+use loopctl_export::{Options, textfile};
+
+use super::Ctx;
+use crate::{exit, output};
+
+/// Export metrics rebuilt from the logs.
+#[derive(ClapArgs)]
+pub struct Args {
+    #[command(subcommand)]
+    format: Format,
+}
+
+#[derive(Subcommand)]
+enum Format {
+    Prometheus(PromArgs),
+}
+
+/// Replay the logs once and write their metrics in Prometheus text format, as node_exporter's
+/// textfile collector reads them (no timestamps): the same series `loopctl serve` shows for
+/// the same logs. docs/metrics.md lists them.
+///
+/// With --textfile the file is written atomically (a temporary file in the same folder, then
+/// a rename), so the collector never reads half of it; point node_exporter's
+/// --collector.textfile.directory at that folder and name the file *.prom.
+///
+/// Exit codes: 0 written; 1 under --strict when a log has findings; 2 error (no such root or
+/// log, the file cannot be written).
+#[derive(ClapArgs)]
+struct PromArgs {
+    /// Roots (folders of run folders), run folders or log files (default: the root).
+    paths: Vec<PathBuf>,
+    /// Write to this file (e.g. /var/lib/node_exporter/loopctl.prom) instead of stdout.
+    #[arg(long, value_name = "PATH")]
+    textfile: Option<PathBuf>,
+    /// Export the per-run gauges of live runs (labels loop and run); false leaves them out.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    per_run_series: bool,
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let Format::Prometheus(a) = a.format;
+    let paths = if a.paths.is_empty() {
+        vec![ctx.root.clone()]
+    } else {
+        a.paths
+    };
+    let logs = textfile::logs(&paths)?;
+    let mut damaged = 0usize;
+    let options = Options {
+        per_run_series: a.per_run_series,
+    };
+    let state = textfile::replay(&logs, options, ctx.read.max_line, &mut |log, d| {
+        damaged += 1;
+        let line = if d.line > 0 {
+            format!(":{}", d.line)
+        } else {
+            String::new()
+        };
+        output::warn(&format!(
+            "{}{line}: byte {}: {}; skipped",
+            log.log.display(),
+            d.offset,
+            d.reason
+        ));
+    })?;
+    let text = textfile::render(state)?;
+    match &a.textfile {
+        Some(p) => textfile::write_atomic(p, &text)?,
+        None => output::print(&text),
+    }
+    if ctx.strict && damaged > 0 {
+        output::error(&format!("{damaged} damaged line(s) (--strict)"));
+        return Ok(exit::FINDINGS);
+    }
+    Ok(exit::OK)
+}

@@ -1,0 +1,106 @@
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use clap::Args as ClapArgs;
+use indicatif::{ProgressBar, ProgressStyle};
+use loopctl_export::Options;
+use loopctl_export::serve::{self, Config, DEFAULT_LISTEN, Ui};
+
+use super::Ctx;
+use crate::{exit, output};
+
+/// Serve Prometheus metrics rebuilt from the logs, following them as they grow.
+///
+/// At start every run under the roots is replayed once (a progress bar on a terminal); then
+/// each log is followed from where that replay ended, new run folders are picked up and
+/// deleted ones dropped. A scrape encodes the current state: it never reads a log.
+///
+/// Endpoints: GET /metrics (Prometheus text 0.0.4, or OpenMetrics when the Accept header asks
+/// for application/openmetrics-text), GET /healthz (503 until the first replay is done),
+/// GET /api/runs (the rows of `list --json`, one per run). docs/metrics.md lists the series,
+/// docs/serve.md the behaviour.
+///
+/// It listens on 127.0.0.1:9477 (loopback only). To bind any other address (0.0.0.0, a LAN
+/// address, for a Prometheus in a container) you must say so explicitly with --listen; the
+/// metrics carry loop and phase names. Port 0 picks a free port; the bound address is printed
+/// on stderr. Stops on SIGINT/SIGTERM.
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Roots (folders of run folders), run folders or log files (default: the root).
+    paths: Vec<PathBuf>,
+    /// Address to listen on. The default is loopback only; a non-loopback address must be
+    /// given here explicitly.
+    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
+    listen: SocketAddr,
+    /// Export the per-run gauges of live runs (labels loop and run); false leaves them out.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    per_run_series: bool,
+    /// How often followed logs are checked when no file notification arrives.
+    #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    poll: Duration,
+    /// How often the roots are scanned for new run folders.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    rescan: Duration,
+}
+
+struct Terminal {
+    bar: ProgressBar,
+}
+
+impl Ui for Terminal {
+    fn listening(&self, addr: std::net::SocketAddr) {
+        if !addr.ip().is_loopback() {
+            output::warn(&format!(
+                "listening on {addr}, reachable from other hosts (--listen)"
+            ));
+        }
+        self.bar.suspend(|| {
+            eprintln!("loopctl serve: listening on http://{addr} (/metrics, /healthz, /api/runs)")
+        });
+    }
+
+    fn progress(&self, done: usize, total: usize) {
+        self.bar.set_length(total as u64);
+        self.bar.set_position(done as u64);
+        if done == total {
+            self.bar.finish_and_clear();
+            eprintln!("loopctl serve: {total} log(s) replayed; following them");
+        }
+    }
+
+    fn notice(&self, text: &str) {
+        self.bar.suspend(|| output::note(text));
+    }
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let roots = if a.paths.is_empty() {
+        vec![ctx.root.clone()]
+    } else {
+        a.paths
+    };
+    let cfg = Config {
+        listen: a.listen,
+        roots,
+        options: Options {
+            per_run_series: a.per_run_series,
+        },
+        max_line: ctx.read.max_line,
+        poll: a.poll,
+        rescan: a.rescan,
+        workers: 4,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    serve::shutdown_on_signals(&stop)?;
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} logs replayed {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    serve::serve(cfg, stop, &Terminal { bar })?;
+    eprintln!("loopctl serve: stopped");
+    Ok(exit::OK)
+}
