@@ -1,0 +1,404 @@
+//! The metric fold on the fixture logs of each dialect. Expected values are counted from the
+//! fixture lines here with serde_json alone (not loopctl's parser), so a fold that miscounts
+//! cannot agree with them by construction.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use loopctl_core::lines::Pos;
+use loopctl_export::feed::Feed;
+use loopctl_export::model::{Metric, MetricState, Val};
+use loopctl_export::textfile::{LogRef, logs, read_log, render, replay};
+use loopctl_export::{Options, encode};
+use serde_json::Value;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(name)
+}
+
+fn state_of(names: &[&str]) -> MetricState {
+    let paths: Vec<PathBuf> = names.iter().map(|n| fixture(n)).collect();
+    let logs = logs(&paths).unwrap();
+    replay(&logs, Options::default(), 1 << 20, &mut |_, _| {}).unwrap()
+}
+
+/// Value of a counter or gauge series (0 when absent).
+fn count(m: &MetricState, metric: Metric, labels: &[&str]) -> f64 {
+    m.series()
+        .into_iter()
+        .find(|(k, _)| k.0 == metric && k.1 == labels)
+        .map_or(0.0, |(_, v)| match v {
+            Val::Count(n) => *n as f64 / metric.scale(),
+            Val::Hist(_) => f64::NAN,
+        })
+}
+
+/// (count, sum) of a histogram series.
+fn hist(m: &MetricState, metric: Metric, labels: &[&str]) -> (i64, f64) {
+    m.series()
+        .into_iter()
+        .find(|(k, _)| k.0 == metric && k.1 == labels)
+        .map_or((0, 0.0), |(_, v)| match v {
+            Val::Hist(h) => (h.count, h.sum as f64 / metric.scale()),
+            Val::Count(_) => (-1, f64::NAN),
+        })
+}
+
+/// Sum of a counter over every label set whose leading labels are `prefix`.
+fn total(m: &MetricState, metric: Metric, prefix: &[&str]) -> f64 {
+    m.series()
+        .into_iter()
+        .filter(|(k, _)| k.0 == metric && k.1.iter().zip(prefix).all(|(a, b)| a == b))
+        .map(|(_, v)| match v {
+            Val::Count(n) => *n as f64 / metric.scale(),
+            Val::Hist(h) => h.count as f64,
+        })
+        .sum()
+}
+
+fn lines(name: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(fixture(name).join("history.jsonl")).unwrap();
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn per<'a>(lines: &'a [Value], event: &str, key: &str) -> BTreeMap<&'a str, u64> {
+    let mut out = BTreeMap::new();
+    for l in lines.iter().filter(|l| l["event"] == event) {
+        *out.entry(l[key].as_str().unwrap_or("")).or_default() += 1;
+    }
+    out
+}
+
+fn sum_u64(lines: &[Value], f: impl Fn(&Value) -> Option<u64>) -> u64 {
+    lines.iter().filter_map(f).sum()
+}
+
+#[test]
+fn native_runner_log_phases_retries_tokens_and_verdicts() {
+    let m = state_of(&["healthy-native"]);
+    let ls = lines("healthy-native");
+    let lp = "healthy";
+    let finished = per(&ls, "phase_finished", "step");
+    assert_eq!(finished.len(), 2, "build and review");
+    for (phase, n) in &finished {
+        assert_eq!(
+            total(&m, Metric::Phases, &[lp, phase]),
+            *n as f64,
+            "{phase}"
+        );
+        let ms: u64 = ls
+            .iter()
+            .filter(|l| l["event"] == "phase_finished" && l["step"] == *phase)
+            .filter_map(|l| l["payload"]["duration_ms"].as_u64())
+            .sum();
+        assert_eq!(
+            hist(&m, Metric::PhaseDuration, &[lp, phase, "loop"]),
+            (*n as i64, ms as f64 / 1e3),
+            "{phase}"
+        );
+    }
+    let failed = ls
+        .iter()
+        .filter(|l| l["event"] == "phase_finished" && l["payload"]["exit_code"] != 0)
+        .count();
+    assert_eq!(
+        total(&m, Metric::Phases, &[lp, "build", "error"]) as usize,
+        failed
+    );
+    let retries = per(&ls, "phase_retry", "step");
+    for (phase, n) in &retries {
+        assert_eq!(count(&m, Metric::PhaseRetries, &[lp, phase]), *n as f64);
+    }
+    let input = sum_u64(&ls, |l| l["payload"]["input_tokens"].as_u64());
+    let output = sum_u64(&ls, |l| l["payload"]["output_tokens"].as_u64());
+    assert!(input > 0);
+    assert_eq!(count(&m, Metric::Tokens, &[lp, "input"]), input as f64);
+    assert_eq!(count(&m, Metric::Tokens, &[lp, "output"]), output as f64);
+    let evals: Vec<&Value> = ls
+        .iter()
+        .filter(|l| l["event"] == "evaluation_done")
+        .collect();
+    let passed = evals
+        .iter()
+        .filter(|l| l["payload"]["passed"] == true)
+        .count();
+    assert_eq!(
+        count(&m, Metric::Evaluations, &[lp, "passed"]),
+        passed as f64
+    );
+    assert_eq!(
+        count(&m, Metric::Evaluations, &[lp, "failed"]),
+        (evals.len() - passed) as f64
+    );
+    let score: f64 = evals
+        .iter()
+        .filter_map(|l| l["payload"]["score"].as_f64())
+        .sum();
+    let (n, sum) = hist(&m, Metric::EvaluationScore, &[lp]);
+    assert_eq!(n as usize, evals.len());
+    assert!((sum - score).abs() < 1e-9, "{sum} vs {score}");
+    let stop = ls.iter().find(|l| l["event"] == "stopped").unwrap();
+    let reason = stop["payload"]["exit_reason"].as_str().unwrap();
+    assert_eq!(
+        count(&m, Metric::RunsFinished, &[lp, "completed", reason]),
+        1.0
+    );
+    assert_eq!(count(&m, Metric::Runs, &[lp, "completed"]), 1.0);
+    assert_eq!(count(&m, Metric::Runs, &[lp, "running"]), 0.0);
+    assert_eq!(total(&m, Metric::StagnationVerdicts, &[lp]), 0.0);
+
+    // The stagnating twin: its verdicts are counted once per detector.
+    let m = state_of(&["stagnating-native"]);
+    assert_eq!(
+        count(&m, Metric::StagnationVerdicts, &["stuck", "score"]),
+        1.0
+    );
+    assert_eq!(
+        count(&m, Metric::StagnationVerdicts, &["stuck", "no_change"]),
+        1.0
+    );
+}
+
+#[test]
+fn avenor_log_phases_by_kind_tokens_and_exit() {
+    let m = state_of(&["avenor-loop"]);
+    let ls = lines("avenor-loop");
+    // Avenor run ids are bare ids: the loop label is the log's folder.
+    let lp = "avenor-loop";
+    let ends = per(&ls, "avenor.phase.end", "phase");
+    for (phase, n) in &ends {
+        assert_eq!(
+            total(&m, Metric::Phases, &[lp, phase]),
+            *n as f64,
+            "{phase}"
+        );
+    }
+    let kinds: BTreeMap<&str, &str> = ls
+        .iter()
+        .filter(|l| l["event"] == "avenor.phase.start")
+        .map(|l| (l["phase"].as_str().unwrap(), l["kind"].as_str().unwrap()))
+        .collect();
+    for (phase, kind) in &kinds {
+        let (n, _) = hist(&m, Metric::PhaseDuration, &[lp, phase, kind]);
+        assert_eq!(n as u64, ends[phase], "{phase} {kind}");
+    }
+    let tokens = |k: &str| {
+        sum_u64(&ls, |l| {
+            l.get(k)
+                .or_else(|| l.get("usage").and_then(|u| u.get(k)))
+                .and_then(Value::as_u64)
+        })
+    };
+    assert_eq!(
+        count(&m, Metric::Tokens, &[lp, "input"]),
+        tokens("input_tokens") as f64
+    );
+    assert_eq!(
+        count(&m, Metric::Tokens, &[lp, "output"]),
+        tokens("output_tokens") as f64
+    );
+    let retries = per(&ls, "avenor.retry", "phase");
+    assert_eq!(
+        count(&m, Metric::PhaseRetries, &[lp, "fix"]),
+        retries["fix"] as f64
+    );
+    assert_eq!(
+        count(&m, Metric::RunsFinished, &[lp, "completed", "marker"]),
+        1.0
+    );
+    let (n, iterations) = hist(&m, Metric::RunIterations, &[lp, "completed"]);
+    let last = ls.iter().filter_map(|l| l["iteration"].as_u64()).max();
+    assert_eq!((n, iterations), (1, last.unwrap() as f64));
+    let first = ls.first().unwrap()["ts"].as_i64().unwrap();
+    let end = ls.last().unwrap()["ts"].as_i64().unwrap();
+    assert_eq!(
+        hist(&m, Metric::RunDuration, &[lp, "completed"]),
+        (1, (end - first) as f64 / 1e3)
+    );
+    // Unknown Avenor events of the session fixture are `other`.
+    let m = state_of(&["avenor-session"]);
+    let ls = lines("avenor-session");
+    let known = ["session.end"];
+    let other = ls
+        .iter()
+        .filter(|l| !known.contains(&l["event"].as_str().unwrap()))
+        .count();
+    assert_eq!(
+        count(&m, Metric::Events, &["avenor", "other"]),
+        other as f64
+    );
+    assert_eq!(count(&m, Metric::Events, &["avenor", "session_ended"]), 1.0);
+}
+
+#[test]
+fn aif_loop_log_steps_evaluations_and_events() {
+    let m = state_of(&["aif-loop-clean"]);
+    let ls = lines("aif-loop-clean");
+    let run = ls[0]["run_id"].as_str().unwrap();
+    let lp = loopctl_core::state::alias_of(run);
+    let mut by_event: BTreeMap<&str, u64> = BTreeMap::new();
+    for l in &ls {
+        *by_event.entry(l["event"].as_str().unwrap()).or_default() += 1;
+    }
+    for (event, n) in &by_event {
+        assert_eq!(
+            count(&m, Metric::Events, &["aif-loop", event]),
+            *n as f64,
+            "{event}"
+        );
+    }
+    let evaluations = by_event["evaluation_done"];
+    assert_eq!(total(&m, Metric::Evaluations, &[lp]), evaluations as f64);
+    // Steps: consecutive events of one step, iteration and quality phase are one step (what
+    // `Trace` derives); a switch event already belongs to the phase it switches to.
+    let mut steps: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut prev: Option<(&str, u64, &str)> = None;
+    for l in &ls {
+        let phase = match l["event"].as_str() {
+            Some("phase_switched") => &l["payload"]["to_phase"],
+            _ => &l["phase"],
+        };
+        let key = (
+            l["step"].as_str().unwrap(),
+            l["iteration"].as_u64().unwrap(),
+            phase.as_str().unwrap_or(""),
+        );
+        if prev != Some(key) {
+            *steps.entry(key.0).or_default() += 1;
+        }
+        prev = Some(key);
+    }
+    for (step, n) in &steps {
+        assert_eq!(total(&m, Metric::Phases, &[lp, step]), *n as f64, "{step}");
+    }
+    // A step lasts from the event before its first to its last: each event's gap to the
+    // previous one belongs to its step.
+    let ts = |l: &Value| {
+        loopctl_core::Ts::parse_rfc3339(l["ts"].as_str().unwrap())
+            .unwrap()
+            .0
+    };
+    let mut gaps: BTreeMap<&str, i64> = BTreeMap::new();
+    for w in ls.windows(2) {
+        *gaps.entry(w[1]["step"].as_str().unwrap()).or_default() += ts(&w[1]) - ts(&w[0]);
+    }
+    for (step, ms) in &gaps {
+        let (_, sum) = hist(&m, Metric::PhaseDuration, &[lp, step, "step"]);
+        assert_eq!(sum, *ms as f64 / 1e3, "{step}");
+    }
+    let stop = ls.iter().find(|l| l["event"] == "stopped").unwrap();
+    assert_eq!(
+        count(
+            &m,
+            Metric::RunsFinished,
+            &[lp, "completed", stop["payload"]["reason"].as_str().unwrap()]
+        ),
+        1.0
+    );
+}
+
+#[test]
+fn damaged_lines_count_as_findings() {
+    let m = state_of(&["bad-middle", "torn-tail", "seq-problems"]);
+    let expect = |name: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(fixture(name).join("expect.json")).unwrap())
+            .unwrap()
+    };
+    let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
+    for name in ["bad-middle", "torn-tail", "seq-problems"] {
+        for f in expect(name)["findings"].as_array().unwrap() {
+            *kinds.entry(f["kind"].as_str().unwrap().into()).or_default() += 1;
+        }
+    }
+    assert!(kinds.len() >= 4, "{kinds:?}");
+    for (kind, n) in &kinds {
+        assert_eq!(count(&m, Metric::LogFindings, &[kind]), *n as f64, "{kind}");
+    }
+}
+
+#[test]
+fn same_logs_same_series_in_any_order_and_a_dropped_log_leaves_no_trace() {
+    let all = [
+        "native-clean",
+        "aif-drift",
+        "avenor-abort",
+        "merged-runs",
+        "stagnation",
+        "failed-run",
+        "bad-middle",
+    ];
+    let paths: Vec<PathBuf> = all.iter().map(|n| fixture(n)).collect();
+    let logs: Vec<LogRef> = logs(&paths).unwrap();
+    let text = |logs: &[LogRef]| {
+        render(replay(logs, Options::default(), 1 << 20, &mut |_, _| {}).unwrap()).unwrap()
+    };
+    let forward = text(&logs);
+    let mut rev = logs.clone();
+    rev.reverse();
+    assert_eq!(forward, text(&rev));
+
+    // Every log added, then all but the first dropped: the first one's series alone.
+    let mut m = MetricState::new(Options::default());
+    let mut sources = Vec::new();
+    for l in &logs {
+        sources.push(read_log(&mut m, l, 1 << 20, &mut |_| {}).unwrap().0);
+    }
+    for s in &sources[1..] {
+        m.drop_source(*s);
+    }
+    assert_eq!(render(m).unwrap(), text(&logs[..1]));
+}
+
+#[test]
+fn a_torn_tail_completed_by_its_writer_is_taken_back() {
+    let mut m = MetricState::new(Options::default());
+    let s = m.add_source("r");
+    let mut feed = Feed::new(s, 1 << 20);
+    let whole = br#"{"v":1,"seq":1,"run_id":"r","event":"run_started","payload":{}}"#;
+    let cut = &whole[..20];
+    feed.line(&mut m, Pos { line: 1, offset: 0 }, cut, false, &mut |_| {});
+    assert_eq!(count(&m, Metric::LogFindings, &["torn_tail"]), 1.0);
+    assert_eq!(feed.next_offset, 0, "the torn tail is read again");
+    feed.line(&mut m, Pos { line: 1, offset: 0 }, whole, true, &mut |_| {});
+    assert_eq!(count(&m, Metric::LogFindings, &["torn_tail"]), 0.0);
+    assert_eq!(count(&m, Metric::RunsStarted, &["r"]), 1.0);
+    assert_eq!(feed.next_offset, whole.len() as u64 + 1);
+}
+
+#[test]
+fn live_run_gauges_follow_running_runs_and_can_be_turned_off() {
+    let paths = [fixture("torn-tail"), fixture("native-clean")];
+    let logs = logs(&paths).unwrap();
+    let on = render(replay(&logs, Options::default(), 1 << 20, &mut |_, _| {}).unwrap()).unwrap();
+    let live: Vec<&str> = on
+        .lines()
+        .filter(|l| l.starts_with("loopctl_run_last_event_timestamp_seconds{"))
+        .collect();
+    // torn-tail's run is still running; native-clean's ended.
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert!(
+        live[0].contains("run=\"tt-20260308-090000\""),
+        "{}",
+        live[0]
+    );
+    let off = Options {
+        per_run_series: false,
+    };
+    let text = render(replay(&logs, off, 1 << 20, &mut |_, _| {}).unwrap()).unwrap();
+    assert!(!text.contains("run=\""), "{text}");
+}
+
+#[test]
+fn openmetrics_names_counters_without_total_and_ends_with_eof() {
+    let m = state_of(&["native-clean"]);
+    let families = encode::families(&m, Some(0.001));
+    let om = encode::openmetrics(&families);
+    assert!(om.ends_with("# EOF\n"));
+    assert!(om.contains("# TYPE loopctl_runs_started counter\n"));
+    assert!(om.contains("loopctl_runs_started_total{loop=\"native-clean\"} 1\n"));
+    assert!(om.contains("loopctl_evaluation_score_bucket{loop=\"native-clean\",le=\"+Inf\"} 2\n"));
+}
