@@ -2,18 +2,17 @@
 //! encodes the current state (O(series), never a log read).
 //!
 //! HTTP is served by a small std-only HTTP/1.1 responder rather than tiny_http: tiny_http 0.12
-//! reads request heads without a size cap or a timeout on a thread per connection, and the
-//! issue asks for bounded heads and for slow clients not to stall scrapes. Here a fixed pool
-//! of workers takes connections from a bounded queue (503 when it is full); each head is capped
-//! at `MAX_HEAD` bytes and must arrive within `HEAD_TIMEOUT`; bodies are never read; every
-//! response closes its connection.
+//! reads request heads without a size cap or a timeout, and the issue asks for bounded heads
+//! and for slow clients not to stall scrapes. Here each connection gets its own thread, up to
+//! `Config::max_connections` at once (503 beyond); a head is capped at `MAX_HEAD` bytes and
+//! must arrive within `HEAD_TIMEOUT`; bodies are never read; every response closes its
+//! connection. A client trickling its request ties up only its own thread.
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -43,8 +42,8 @@ pub struct Config {
     pub poll: Duration,
     /// How often the roots are scanned for new run folders.
     pub rescan: Duration,
-    /// Threads answering requests.
-    pub workers: usize,
+    /// Connections served at once (each on its own thread); more are answered 503.
+    pub max_connections: usize,
 }
 
 /// What the server tells the person running it (the CLI prints it).
@@ -118,14 +117,9 @@ pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<(), Serv
     });
     ui.listening(addr);
     std::thread::scope(|sc| {
-        let (tx, rx) = sync_channel::<TcpStream>(64);
-        let rx = Arc::new(Mutex::new(rx));
-        for _ in 0..cfg.workers.max(1) {
-            let (rx, http) = (Arc::clone(&rx), Arc::clone(&http));
-            sc.spawn(move || worker(&rx, &http));
-        }
         let stop_accept = Arc::clone(&stop);
-        sc.spawn(move || accept(listener, tx, &stop_accept));
+        let (http_accept, max) = (Arc::clone(&http), cfg.max_connections.max(1));
+        sc.spawn(move || accept(listener, &http_accept, max, &stop_accept));
         let r = follow(&cfg, initial, &http, &stop, ui);
         stop.store(true, Ordering::SeqCst);
         r
@@ -249,35 +243,37 @@ fn set<T>(v: &mut Vec<Option<T>>, i: usize, x: T) {
     v[i] = Some(x);
 }
 
-fn accept(listener: TcpListener, tx: SyncSender<TcpStream>, stop: &AtomicBool) {
+fn accept(listener: TcpListener, http: &Arc<Http>, max: usize, stop: &AtomicBool) {
     // Non-blocking so that shutdown is noticed without a wake-up connection.
     if listener.set_nonblocking(true).is_err() {
         return;
     }
+    let open = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
-            Ok((s, _)) => {
+            Ok((mut s, _)) => {
                 if s.set_nonblocking(false).is_err() {
                     continue;
                 }
-                if let Err(TrySendError::Full(mut s)) = tx.try_send(s) {
+                if open.fetch_add(1, Ordering::SeqCst) >= max {
+                    open.fetch_sub(1, Ordering::SeqCst);
                     let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
                     let _ = respond(&mut s, 503, "text/plain", b"busy\n", false, &[]);
+                    continue;
                 }
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20))
+                let (conn_http, conn_open) = (Arc::clone(http), Arc::clone(&open));
+                let spawned = std::thread::Builder::new()
+                    .name("loopctl-http".into())
+                    .spawn(move || {
+                        handle(&mut s, &conn_http);
+                        conn_open.fetch_sub(1, Ordering::SeqCst);
+                    });
+                if spawned.is_err() {
+                    open.fetch_sub(1, Ordering::SeqCst);
+                }
             }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
-    }
-}
-
-fn worker(rx: &Mutex<Receiver<TcpStream>>, http: &Http) {
-    loop {
-        let next = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
-        let Ok(mut s) = next else { return };
-        handle(&mut s, http);
     }
 }
 

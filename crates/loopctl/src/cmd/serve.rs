@@ -91,7 +91,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         max_line: ctx.read.max_line,
         poll: a.poll,
         rescan: a.rescan,
-        workers: 4,
+        max_connections: 64,
     };
     let stop = Arc::new(AtomicBool::new(false));
     serve::shutdown_on_signals(&stop)?;

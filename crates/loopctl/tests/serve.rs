@@ -1,0 +1,453 @@
+//! End-to-end tests of `loopctl serve` and `loopctl export prometheus`: a real server on a
+//! loopback port, real HTTP over TCP, promtool where installed.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::cargo_bin;
+use serde_json::{Value, json};
+
+fn fixtures() -> PathBuf {
+    loopctl_tests::repo().join("fixtures")
+}
+
+/// A `loopctl serve` child; killed when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+    stderr: Receiver<String>,
+}
+
+impl Server {
+    fn start(args: &[&Path], extra: &[&str]) -> Server {
+        let mut child = Command::new(cargo_bin("loopctl"))
+            .env("NO_COLOR", "1")
+            .arg("serve")
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--poll",
+                "50ms",
+                "--rescan",
+                "100ms",
+            ])
+            .args(extra)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut addr = String::new();
+        while addr.is_empty() {
+            let line = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("serve printed its address");
+            if let Some(rest) = line.split("http://").nth(1) {
+                addr = rest.split_whitespace().next().unwrap_or("").to_string();
+            }
+        }
+        let s = Server {
+            child,
+            addr,
+            stderr: rx,
+        };
+        s.wait_until(|s| s.get("/healthz").0 == 200, "the first replay");
+        s
+    }
+
+    fn request(&self, raw: &[u8]) -> (u16, String, String) {
+        let mut c = TcpStream::connect(&self.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        c.write_all(raw).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let code = head
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (code, head.to_string(), body.to_string())
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        let (code, _, body) =
+            self.request(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        (code, body)
+    }
+
+    fn metrics(&self) -> String {
+        let (code, body) = self.get("/metrics");
+        assert_eq!(code, 200, "{body}");
+        body
+    }
+
+    /// Polls until `ok` (the follower works on its own clock), failing after a generous wait.
+    fn wait_until(&self, ok: impl Fn(&Server) -> bool, what: &str) {
+        let start = Instant::now();
+        while !ok(self) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn notices(&self) -> Vec<String> {
+        self.stderr.try_iter().collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sample lines (no comments), without the server's own scrape duration.
+fn samples(text: &str) -> Vec<String> {
+    let mut v: Vec<String> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter(|l| !l.starts_with("loopctl_scrape_duration_seconds"))
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn export(paths: &[&Path], textfile: &Path) {
+    let out = Command::new(cargo_bin("loopctl"))
+        .args(["export", "prometheus", "--textfile"])
+        .arg(textfile)
+        .args(paths)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// `promtool` when installed; under CI=true it must be.
+fn promtool() -> Option<&'static str> {
+    if Command::new("promtool").arg("--version").output().is_ok() {
+        return Some("promtool");
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "promtool is missing and CI=true (.ci/run installs Debian's prometheus package)"
+    );
+    eprintln!("notice: skipping the promtool check: promtool not found");
+    None
+}
+
+fn promtool_check(text: &str) {
+    let Some(p) = promtool() else { return };
+    let mut c = Command::new(p)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn all_fixtures() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(fixtures())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("history.jsonl").is_file())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn the_textfile_and_a_scrape_print_the_same_series_and_pass_promtool() {
+    let paths = all_fixtures();
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("loopctl.prom");
+    export(&refs, &file);
+    let textfile = std::fs::read_to_string(&file).unwrap();
+    let s = Server::start(&refs, &[]);
+    let scrape = s.metrics();
+    assert!(scrape.contains("loopctl_scrape_duration_seconds"));
+    assert!(samples(&textfile).len() > 100, "{textfile}");
+    assert_eq!(samples(&textfile), samples(&scrape));
+    promtool_check(&scrape);
+    promtool_check(&textfile);
+    // No temporary file is left beside the textfile.
+    let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert_eq!(names.len(), 1);
+
+    let (code, head, body) = s.request(
+        b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n\r\n",
+    );
+    assert_eq!(code, 200);
+    assert!(head.contains("application/openmetrics-text"), "{head}");
+    assert!(body.ends_with("# EOF\n"));
+    // Damaged lines were reported on stderr, each naming its file.
+    let notices = s.notices().join("\n");
+    assert!(notices.contains("bad-middle/history.jsonl"), "{notices}");
+}
+
+#[cfg_attr(
+    no_shared,
+    ignore = "needs ../shared, absent at build time (tests/shared_cfg.rs)"
+)]
+#[test]
+fn a_scrape_of_the_corpus_passes_promtool_and_lists_its_runs() {
+    let Some(shared) = loopctl_tests::shared("the corpus scrape") else {
+        return;
+    };
+    let corpus = shared.join("corpus");
+    let roots = [
+        corpus.join("aif-loop/vedo-hub"),
+        corpus.join("avenor/accumulate.ndjson"),
+    ];
+    let refs: Vec<&Path> = roots.iter().map(PathBuf::as_path).collect();
+    let s = Server::start(&refs, &[]);
+    let scrape = s.metrics();
+    promtool_check(&scrape);
+    let folders = std::fs::read_dir(&roots[0])
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("history.jsonl").is_file())
+        .count();
+    let (code, body) = s.get("/api/runs");
+    assert_eq!(code, 200);
+    let rows: Vec<Value> = serde_json::from_str(&body).unwrap();
+    assert!(rows.len() > folders, "{body}");
+    // The same fields as `list --json`.
+    let listed = Command::new(cargo_bin("loopctl"))
+        .arg("list")
+        .arg(&roots[0])
+        .arg("--json")
+        .output()
+        .unwrap();
+    let listed: Vec<Value> = serde_json::from_slice(&listed.stdout).unwrap();
+    let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+    assert_eq!(keys(&rows[0]), keys(&listed[0]));
+    for l in &listed {
+        let row = rows.iter().find(|r| r["run_id"] == l["run_id"]).unwrap();
+        for k in ["status", "stop_reason", "iteration", "last_score", "events"] {
+            assert_eq!(row[k], l[k], "{k} of {}", l["run_id"]);
+        }
+    }
+}
+
+fn event(seq: u64, run: &str, name: &str, payload: Value) -> String {
+    json!({"v": 1, "seq": seq, "ts": format!("2026-01-01T00:00:{:02}.000Z", seq % 60),
+           "run_id": run, "event": name, "iteration": 1, "payload": payload})
+    .to_string()
+        + "\n"
+}
+
+fn append(path: &Path, text: &str) {
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+#[test]
+fn runs_appended_added_torn_and_deleted_while_serving_show_in_the_next_scrapes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let a = root.join("alpha");
+    std::fs::create_dir_all(&a).unwrap();
+    let run_a = "alpha-20260101-000000";
+    append(
+        &a.join("history.jsonl"),
+        &event(1, run_a, "run_started", json!({})),
+    );
+    let s = Server::start(&[&root], &[]);
+    let started = r#"loopctl_runs_started_total{loop="alpha"}"#;
+    assert_eq!(value(&s.metrics(), started), Some(1.0));
+
+    // An event appended to a followed log.
+    append(
+        &a.join("history.jsonl"),
+        &event(
+            2,
+            run_a,
+            "evaluation_done",
+            json!({"score": 0.5, "passed": false}),
+        ),
+    );
+    let evals = r#"loopctl_evaluations_total{loop="alpha",result="failed"}"#;
+    s.wait_until(
+        |s| value(&s.metrics(), evals) == Some(1.0),
+        "the appended event",
+    );
+
+    // A new run folder.
+    let b = root.join("beta");
+    std::fs::create_dir_all(&b).unwrap();
+    append(
+        &b.join("history.jsonl"),
+        &event(1, "beta-20260101-000000", "run_started", json!({})),
+    );
+    let beta = r#"loopctl_runs_started_total{loop="beta"}"#;
+    s.wait_until(|s| value(&s.metrics(), beta) == Some(1.0), "the new run");
+
+    // A torn line: scrapes go on; once its writer ends the line, it is a damaged line and
+    // the events after it count.
+    append(&a.join("history.jsonl"), r#"{"v":1,"seq":3,"run_id":"al"#);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(value(&s.metrics(), evals), Some(1.0));
+    append(
+        &a.join("history.jsonl"),
+        &format!(
+            "\n{}",
+            event(
+                4,
+                run_a,
+                "evaluation_done",
+                json!({"score": 0.6, "passed": false})
+            )
+        ),
+    );
+    s.wait_until(
+        |s| value(&s.metrics(), evals) == Some(2.0),
+        "the event after the torn line",
+    );
+    let m = s.metrics();
+    assert_eq!(
+        value(&m, r#"loopctl_log_findings_total{kind="bad_line"}"#),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        value(&m, r#"loopctl_log_findings_total{kind="seq_gap"}"#),
+        Some(1.0)
+    );
+    let notices = s.notices().join("\n");
+    assert_eq!(notices.matches("not valid JSON").count(), 1, "{notices}");
+
+    // A deleted run folder is dropped.
+    std::fs::remove_dir_all(&b).unwrap();
+    s.wait_until(
+        |s| value(&s.metrics(), beta).is_none(),
+        "the deleted run to go",
+    );
+    assert_eq!(value(&s.metrics(), started), Some(1.0));
+}
+
+#[test]
+fn bad_requests_are_answered_and_a_slow_client_does_not_stall_a_scrape() {
+    let s = Server::start(&[&fixtures().join("native-clean")], &[]);
+    assert_eq!(s.request(b"garbage\r\n\r\n").0, 400);
+    assert_eq!(s.request(b"\xff\xfe\r\n\r\n").0, 400);
+    assert_eq!(s.request(b"POST /metrics HTTP/1.1\r\n\r\n").0, 405);
+    assert_eq!(s.request(b"DELETE /api/runs HTTP/1.1\r\n\r\n").0, 405);
+    assert_eq!(s.get("/nope").0, 404);
+    assert_eq!(s.get("/metrics/../etc/passwd").0, 404);
+    let mut huge = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
+    huge.extend(std::iter::repeat_n(b'a', 64 << 10));
+    huge.extend_from_slice(b"\r\n\r\n");
+    assert_eq!(s.request(&huge).0, 431);
+    // A client closing early, a HEAD request.
+    drop(TcpStream::connect(&s.addr).unwrap());
+    let (code, head, body) = s.request(b"HEAD /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!((code, body.as_str()), (200, ""), "{head}");
+
+    // Clients sending one byte a second, more of them than there are workers: a scrape made
+    // meanwhile is answered while they are all still sending.
+    let done = Arc::new(Mutex::new(0));
+    let slow: Vec<_> = (0..8)
+        .map(|_| {
+            let (addr, done) = (s.addr.clone(), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut c = TcpStream::connect(addr).unwrap();
+                for b in b"GET /metrics HTTP/1.1\r\n" {
+                    if c.write_all(&[*b]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                *done.lock().unwrap() += 1;
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let scrape = s.metrics();
+    assert!(scrape.contains("loopctl_runs_started_total"));
+    assert_eq!(
+        *done.lock().unwrap(),
+        0,
+        "the slow clients were still sending"
+    );
+    for t in slow {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn sigterm_stops_the_server_cleanly_and_live_series_can_be_turned_off() {
+    let s = Server::start(
+        &[&fixtures().join("torn-tail")],
+        &["--per-run-series=false"],
+    );
+    let m = s.metrics();
+    assert!(m.contains("loopctl_runs{"), "{m}");
+    assert!(
+        !m.contains("loopctl_run_last_event_timestamp_seconds"),
+        "{m}"
+    );
+    let mut s = s;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(s.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let out = s.notices().join("\n");
+    assert!(out.contains("stopped"), "{out}");
+}
+
+#[test]
+fn serve_help_says_how_to_listen_beyond_loopback() {
+    let out = Command::new(cargo_bin("loopctl"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("127.0.0.1:9477"), "{help}");
+    assert!(help.contains("non-loopback"), "{help}");
+}
