@@ -451,3 +451,118 @@ fn serve_help_says_how_to_listen_beyond_loopback() {
     assert!(help.contains("127.0.0.1:9477"), "{help}");
     assert!(help.contains("non-loopback"), "{help}");
 }
+
+/// GET on a host:port, the body.
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    let mut c = TcpStream::connect(addr).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    c.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut out = String::new();
+    c.read_to_string(&mut out).ok()?;
+    out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+fn encode_query(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'-' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A real Prometheus scraping `serve` (it asks for OpenMetrics first): the target is up and
+/// the series arrive with the values the scrape shows.
+#[test]
+fn a_real_prometheus_scrapes_serve() {
+    if Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "prometheus is missing and CI=true"
+        );
+        eprintln!("notice: skipping the Prometheus scrape: prometheus not found");
+        return;
+    }
+    let s = Server::start(
+        &[
+            &fixtures().join("healthy-native"),
+            &fixtures().join("avenor-loop"),
+        ],
+        &[],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let prom_addr = format!("127.0.0.1:{port}");
+    let config = tmp.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: loopctl\n    static_configs:\n      - targets: ['{}']\n",
+            s.addr
+        ),
+    )
+    .unwrap();
+    let mut prom = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            tmp.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address={prom_addr}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let query = |q: &str| -> Vec<Value> {
+        http_get(
+            &prom_addr,
+            &format!("/api/v1/query?query={}", encode_query(q)),
+        )
+        .and_then(|b| serde_json::from_str::<Value>(&b).ok())
+        .and_then(|v| v["data"]["result"].as_array().cloned())
+        .unwrap_or_default()
+    };
+    let start = Instant::now();
+    let mut up = false;
+    while start.elapsed() < Duration::from_secs(60) {
+        let r = query(r#"up{job="loopctl"}"#);
+        if r.first().is_some_and(|x| x["value"][1] == "1") {
+            up = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let phases = query(r#"sum(loopctl_phases_total{loop="healthy"})"#);
+    let tokens = query(r#"loopctl_tokens_total{loop="avenor-loop",type="input"}"#);
+    let buckets =
+        query(r#"histogram_quantile(0.5, sum by (le) (loopctl_phase_duration_seconds_bucket))"#);
+    let _ = prom.kill();
+    let _ = prom.wait();
+    assert!(up, "Prometheus never saw the target up");
+    let scrape = s.metrics();
+    let expect: f64 = scrape
+        .lines()
+        .filter(|l| l.starts_with(r#"loopctl_phases_total{loop="healthy""#))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(phases[0]["value"][1], expect.to_string(), "{phases:?}");
+    let input = value(
+        &scrape,
+        r#"loopctl_tokens_total{loop="avenor-loop",type="input"}"#,
+    );
+    assert_eq!(
+        tokens[0]["value"][1],
+        input.unwrap().to_string(),
+        "{tokens:?}"
+    );
+    assert_eq!(buckets.len(), 1, "{buckets:?}");
+}
