@@ -649,7 +649,12 @@ impl MetricState {
                 | Kind::SessionEnded
         ) {
             // No clock: the stalled detector needs one, and is left to the live-run gauges.
-            let verdict = stagnation::assess(&run.trace, &stagnation::Config::default(), None);
+            let verdict = stagnation::assess(
+                &run.trace,
+                &stagnation::Config::default(),
+                None,
+                loopctl_core::analysis::liveness::Liveness::Unknown,
+            );
             for f in verdict.triggered() {
                 if run.detectors.insert(f.detector) {
                     let key = (

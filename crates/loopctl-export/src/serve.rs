@@ -475,6 +475,8 @@ fn runs_json(http: &Http) -> Vec<u8> {
         let s = &r.state;
         let path = paths.get(&source).map(|p| p.to_string_lossy().into_owned());
         let alias = m.source_name(source).unwrap_or(&s.task_alias);
+        // The fields of `list --json`, in its order. Liveness (`interrupted`, `idle_ms`,
+        // `resume`) needs the run's lock and clock, which serve does not read yet.
         let mut w = JsonWriter::object_in(&mut out);
         w.key("alias").string(alias);
         w.key("run_id").string(&s.run_id);
@@ -485,6 +487,8 @@ fn runs_json(http: &Http) -> Vec<u8> {
         w.key("phase").string(&s.phase);
         w.key("last_score").f64(s.last_score);
         w.key("updated_at").ts(s.updated_at);
+        w.key("idle_ms").null();
+        w.key("resume").null();
         w.key("events").u64(s.events);
         w.key("findings").u64(source_findings(&m, source));
         w.key("path").string(path.as_deref().unwrap_or(""));

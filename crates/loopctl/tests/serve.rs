@@ -566,3 +566,44 @@ fn a_real_prometheus_scrapes_serve() {
     );
     assert_eq!(buckets.len(), 1, "{buckets:?}");
 }
+
+#[test]
+fn a_log_rewritten_from_its_start_is_read_anew() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("gamma");
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("history.jsonl");
+    let old = "gamma-20260101-000000";
+    let text = event(1, old, "run_started", json!({}))
+        + &event(
+            2,
+            old,
+            "evaluation_done",
+            json!({"score": 0.9, "passed": true}),
+        )
+        + &event(3, old, "stopped", json!({"reason": "threshold_reached"}));
+    append(&log, &text);
+    let s = Server::start(&[&dir], &[]);
+    let done = r#"loopctl_runs_finished_total{loop="gamma",status="completed",exit_reason="threshold_reached"}"#;
+    assert_eq!(value(&s.metrics(), done), Some(1.0));
+    // Rewritten shorter, in place: a different run.
+    std::fs::write(
+        &log,
+        event(1, "delta-20260101-000000", "run_started", json!({})),
+    )
+    .unwrap();
+    let delta = r#"loopctl_runs_started_total{loop="delta"}"#;
+    s.wait_until(
+        |s| value(&s.metrics(), delta) == Some(1.0),
+        "the rewritten log",
+    );
+    let m = s.metrics();
+    assert_eq!(value(&m, done), None, "{m}");
+    assert_eq!(
+        value(
+            &m,
+            r#"loopctl_events_total{dialect="native",event="run_started"}"#
+        ),
+        Some(1.0)
+    );
+}
