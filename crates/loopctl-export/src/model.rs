@@ -8,6 +8,11 @@
 //! them (a scrape) costs O(series). Values are integers in fixed units (milliseconds,
 //! micro-scores, nano-dollars), so that a run's contribution can be taken back exactly when its
 //! log is deleted or its alias changes.
+//!
+//! Shaped as a projection for the core's fold driver: `apply(source, event)` folds one event
+//! into the state of its run (keyed by log and run id), `finding` counts what the driver finds
+//! about the lines, and nothing here does I/O. `feed::Feed` is the line-level driver used until
+//! then (decode, damaged lines, torn tails).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -701,7 +706,7 @@ impl MetricState {
         if run.trace.attempts.is_empty() {
             let steps = run.trace.steps.len();
             if run.steps_seen > 0 {
-                let now = step_obs(&run.trace.steps[run.steps_seen - 1]);
+                let now = attempt_obs(&run.trace.steps[run.steps_seen - 1]);
                 if now != run.last_step {
                     if let Some(o) = run.last_step.take() {
                         self.phase_obs(run, &o, -1);
@@ -713,7 +718,7 @@ impl MetricState {
                 }
             }
             for i in run.steps_seen..steps {
-                let obs = step_obs(&run.trace.steps[i]);
+                let obs = attempt_obs(&run.trace.steps[i]);
                 if let Some(o) = &obs {
                     self.phase_obs(run, o, 1);
                 }
@@ -730,7 +735,7 @@ impl MetricState {
                 let obs = if i + 1 == n {
                     last.clone()
                 } else {
-                    step_obs(&run.trace.steps[i])
+                    attempt_obs(&run.trace.steps[i])
                 };
                 if let Some(o) = obs {
                     self.phase_obs(run, &o, -1);
@@ -808,10 +813,6 @@ fn attempt_obs(a: &Attempt) -> Option<PhaseObs> {
             stop_reason_label(a),
         )
     })
-}
-
-fn step_obs(a: &Attempt) -> Option<PhaseObs> {
-    attempt_obs(a)
 }
 
 fn runs_key(s: Status) -> SeriesKey {

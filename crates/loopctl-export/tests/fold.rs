@@ -402,3 +402,55 @@ fn openmetrics_names_counters_without_total_and_ends_with_eof() {
     assert!(om.contains("loopctl_runs_started_total{loop=\"native-clean\"} 1\n"));
     assert!(om.contains("loopctl_evaluation_score_bucket{loop=\"native-clean\",le=\"+Inf\"} 2\n"));
 }
+
+fn apply_lines(m: &mut MetricState, source: usize, lines: &[&str]) {
+    for l in lines {
+        m.apply(source, &loopctl_core::parse_line(l).unwrap());
+    }
+}
+
+#[test]
+fn cache_tokens_and_cost_are_counted_where_a_log_carries_them() {
+    let mut m = MetricState::new(Options::default());
+    let s = m.add_source("c");
+    apply_lines(
+        &mut m,
+        s,
+        &[
+            r#"{"v":1,"seq":1,"run_id":"c-20260101-000000","event":"usage","payload":{"usage":{"input_tokens":10,"output_tokens":5,"cache_read_input_tokens":700,"cache_creation_input_tokens":30},"cost_usd":0.125}}"#,
+            r#"{"v":1,"seq":2,"run_id":"c-20260101-000000","event":"phase_finished","step":"x","payload":{"total_cost_usd":0.375,"usage":{"cache_read_input_tokens":300}}}"#,
+        ],
+    );
+    assert_eq!(count(&m, Metric::Tokens, &["c", "input"]), 10.0);
+    assert_eq!(count(&m, Metric::Tokens, &["c", "cache_read"]), 1000.0);
+    assert_eq!(count(&m, Metric::Tokens, &["c", "cache_creation"]), 30.0);
+    assert_eq!(count(&m, Metric::Cost, &["c"]), 0.5);
+}
+
+#[test]
+fn bare_run_ids_take_the_log_name_until_the_run_names_its_alias() {
+    let mut m = MetricState::new(Options::default());
+    let s = m.add_source("folder");
+    apply_lines(
+        &mut m,
+        s,
+        &[
+            r#"{"v":1,"seq":1,"run_id":"9f8e7d","event":"evaluation_done","payload":{"score":0.5,"passed":false}}"#,
+        ],
+    );
+    assert_eq!(count(&m, Metric::Evaluations, &["folder", "failed"]), 1.0);
+    apply_lines(
+        &mut m,
+        s,
+        &[
+            r#"{"v":1,"seq":2,"run_id":"9f8e7d","event":"run_started","payload":{"task_alias":"billing"}}"#,
+        ],
+    );
+    // Everything the run contributed moved to its alias; no series names the id.
+    assert_eq!(count(&m, Metric::Evaluations, &["billing", "failed"]), 1.0);
+    assert_eq!(count(&m, Metric::RunsStarted, &["billing"]), 1.0);
+    assert_eq!(total(&m, Metric::Evaluations, &["folder"]), 0.0);
+    let text = render(m).unwrap();
+    assert!(!text.contains("loop=\"folder\""), "{text}");
+    assert!(!text.contains("loop=\"9f8e7d\""), "{text}");
+}
