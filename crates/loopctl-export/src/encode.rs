@@ -154,12 +154,12 @@ pub fn families(state: &MetricState, scrape: Option<f64>) -> Vec<MetricFamily> {
                     Status::Stopped,
                     Status::Failed,
                 ] {
-                    let labels = vec![lp.to_string(), st.as_str().to_string()];
-                    let v = match series.iter().find(|(k, _)| k.0 == m && k.1 == labels) {
-                        Some((_, Val::Count(n))) => *n as f64,
+                    let key = (m, vec![lp.to_string(), st.as_str().to_string()]);
+                    let v = match state.get(&key) {
+                        Some(Val::Count(n)) => *n as f64,
                         _ => 0.0,
                     };
-                    let values: Vec<&str> = labels.iter().map(String::as_str).collect();
+                    let values: Vec<&str> = key.1.iter().map(String::as_str).collect();
                     samples.push(gauge(names, &values, v));
                 }
             }

@@ -645,13 +645,11 @@ impl MetricState {
                 self.finished(run);
             }
         }
+        // Assessed at each evaluation and at the end (each assessment reads the whole trace:
+        // not at every phase).
         if matches!(
             ev.kind,
-            Kind::EvaluationDone
-                | Kind::PhaseFinished
-                | Kind::Stopped
-                | Kind::Failed
-                | Kind::SessionEnded
+            Kind::EvaluationDone | Kind::Stopped | Kind::Failed | Kind::SessionEnded
         ) {
             // No clock: the stalled detector needs one, and is left to the live-run gauges.
             let verdict = stagnation::assess(
@@ -793,6 +791,11 @@ impl MetricState {
         let mut v: Vec<_> = self.totals.iter().collect();
         v.sort_by(|a, b| a.0.cmp(b.0));
         v
+    }
+
+    /// The value of one series (labels with `loop` first where the metric has it).
+    pub fn get(&self, key: &SeriesKey) -> Option<&Val> {
+        self.totals.get(key)
     }
 
     /// Loops with at least one run, for the `loopctl_runs` zeros.
