@@ -2,7 +2,6 @@
 //! checks names and label sets) and written as text format 0.0.4 or OpenMetrics 1.0.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use loopctl_core::state::Status;
@@ -12,7 +11,39 @@ use prometheus::proto::{
 };
 use prometheus::{Encoder, Registry, TextEncoder};
 
-use crate::model::{Metric, MetricState, Type, Val};
+use crate::model::{Metric, MetricState, Type, Val, finding_label};
+use loopctl_core::replay::FindingKind;
+
+const FINDING_KINDS: [FindingKind; 6] = [
+    FindingKind::BadLine,
+    FindingKind::TornTail,
+    FindingKind::Oversize,
+    FindingKind::SeqGap,
+    FindingKind::SeqDuplicate,
+    FindingKind::SeqReorder,
+];
+
+/// Buckets of the server's own scrape duration (s).
+pub const SCRAPE_BUCKETS: [f64; 10] =
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+
+/// The server's scrape durations: per-bucket counts (the last for +Inf) and the sum.
+#[derive(Debug, Default)]
+pub struct ScrapeTimes {
+    pub buckets: [u64; 11],
+    pub sum: f64,
+}
+
+impl ScrapeTimes {
+    pub fn observe(&mut self, seconds: f64) {
+        let i = SCRAPE_BUCKETS
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(SCRAPE_BUCKETS.len());
+        self.buckets[i] += 1;
+        self.sum += seconds;
+    }
+}
 
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -33,8 +64,8 @@ pub enum EncodeError {
 #[derive(Clone)]
 pub struct Shared {
     pub state: Arc<Mutex<MetricState>>,
-    /// The previous scrape's duration in seconds (f64 bits); `None` outside `serve`.
-    pub scrape_seconds: Option<Arc<AtomicU64>>,
+    /// The scrapes' durations; `None` outside `serve`.
+    pub scrape_seconds: Option<Arc<Mutex<ScrapeTimes>>>,
 }
 
 struct StateCollector {
@@ -67,7 +98,7 @@ fn descs(scrape: bool) -> Result<Vec<Desc>, prometheus::Error> {
         (BUILD_INFO, "loopctl's version.", &["version"]),
         (
             SCRAPE_DURATION,
-            "Time the previous scrape took to encode.",
+            "Time the exporter took to encode each /metrics response (earlier scrapes).",
             &[],
         ),
     ];
@@ -93,11 +124,10 @@ impl Collector for StateCollector {
 
     fn collect(&self) -> Vec<MetricFamily> {
         let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        let scrape = self
-            .shared
-            .scrape_seconds
-            .as_ref()
-            .map(|s| f64::from_bits(s.load(Ordering::Relaxed)));
+        let scrape = self.shared.scrape_seconds.as_ref().map(|s| {
+            let t = s.lock().unwrap_or_else(|e| e.into_inner());
+            (t.buckets, t.sum)
+        });
         families(&state, scrape)
     }
 }
@@ -139,7 +169,7 @@ fn gauge(names: &[&str], values: &[&str], v: f64) -> Sample {
 }
 
 /// Every family, in a fixed order; families without samples are left out.
-pub fn families(state: &MetricState, scrape: Option<f64>) -> Vec<MetricFamily> {
+pub fn families(state: &MetricState, scrape: Option<([u64; 11], f64)>) -> Vec<MetricFamily> {
     let series = state.series();
     let mut out = Vec::new();
     for m in Metric::ALL {
@@ -162,6 +192,18 @@ pub fn families(state: &MetricState, scrape: Option<f64>) -> Vec<MetricFamily> {
                     let values: Vec<&str> = key.1.iter().map(String::as_str).collect();
                     samples.push(gauge(names, &values, v));
                 }
+            }
+        } else if m == Metric::LogFindings {
+            // Every kind from the start, so that `increase()` sees the first one.
+            for kind in FINDING_KINDS {
+                let key = (m, vec![finding_label(kind).to_string()]);
+                let mut s = sample(names, &[finding_label(kind)]);
+                let mut c = Counter::default();
+                if let Some(Val::Count(n)) = state.get(&key) {
+                    c.set_value(*n as f64);
+                }
+                s.set_counter(c);
+                samples.push(s);
             }
         } else {
             for (key, val) in series.iter().filter(|(k, _)| k.0 == m) {
@@ -259,12 +301,30 @@ pub fn families(state: &MetricState, scrape: Option<f64>) -> Vec<MetricFamily> {
         MetricType::GAUGE,
         vec![gauge(&["version"], &[env!("CARGO_PKG_VERSION")], 1.0)],
     ));
-    if let Some(s) = scrape {
+    if let Some((counts, sum)) = scrape {
+        let mut hist = Histogram::default();
+        let mut cum = 0;
+        let buckets = SCRAPE_BUCKETS
+            .iter()
+            .zip(counts)
+            .map(|(bound, n)| {
+                cum += n;
+                let mut b = Bucket::default();
+                b.set_upper_bound(*bound);
+                b.set_cumulative_count(cum);
+                b
+            })
+            .collect();
+        hist.set_bucket(buckets);
+        hist.set_sample_count(counts.iter().sum());
+        hist.set_sample_sum(sum);
+        let mut s = sample(&[], &[]);
+        s.set_histogram(hist);
         out.push(family(
             SCRAPE_DURATION,
-            "Time the previous scrape took to encode.",
-            MetricType::GAUGE,
-            vec![gauge(&[], &[], s)],
+            "Time the exporter took to encode each /metrics response (earlier scrapes).",
+            MetricType::HISTOGRAM,
+            vec![s],
         ));
     }
     out

@@ -52,13 +52,18 @@ pub enum Type {
 
 /// Phase buckets: agent phases last from a second to hours.
 const PHASE_BUCKETS: &[f64] = &[
-    1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
+    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0,
 ];
 const RUN_BUCKETS: &[f64] = &[
-    10.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0, 259200.0,
+    10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0, 259200.0,
 ];
-const ITERATION_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 55.0, 89.0];
-const SCORE_BUCKETS: &[f64] = &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+const ITERATION_BUCKETS: &[f64] = &[
+    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 50.0, 100.0,
+];
+/// aif-loop's thresholds are 0.8 (phase A) and 0.9 (phase B): finer there.
+const SCORE_BUCKETS: &[f64] = &[
+    0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0,
+];
 
 impl Metric {
     pub const ALL: [Metric; 15] = [
@@ -102,16 +107,20 @@ impl Metric {
     pub fn help(self) -> &'static str {
         match self {
             Metric::Runs => "Runs by current status.",
-            Metric::RunsStarted => "Runs seen starting (a run's first event).",
+            Metric::RunsStarted => {
+                "Runs started: each run_started, or a run's first event when it has none."
+            }
             Metric::RunsFinished => "Runs that ended, by status and canonical exit reason.",
             Metric::RunDuration => "Wall time from a run's first to its last event, at its end.",
-            Metric::RunIterations => "Iterations a run had reached when it ended.",
+            Metric::RunIterations => {
+                "Iterations a run completed (iterations_completed) when it ended."
+            }
             Metric::PhaseDuration => {
                 "Duration of finished phase attempts (aif-loop: derived steps)."
             }
             Metric::Phases => "Finished phase attempts by stop reason.",
             Metric::PhaseRetries => "Phase retries.",
-            Metric::Evaluations => "Evaluations by result (passed, failed, unknown).",
+            Metric::Evaluations => "Evaluations by result (pass, fail, unknown).",
             Metric::EvaluationScore => "Evaluation scores (0..1).",
             Metric::StagnationVerdicts => "Stagnation detectors that triggered on a run.",
             Metric::Tokens => "Tokens used, by type, where the logs carry them.",
@@ -350,20 +359,20 @@ const EXIT_REASONS: &[&str] = &[
     "end_turn",
     "timeout",
     "abort",
+    "escalated",
+    "attempt_limit",
+    "check_failed",
+    "blocked",
 ];
 
-/// A phase attempt's stop reasons exported as they are.
+/// A phase attempt's stop reasons exported as they are (the runner's, docs/runner.md).
 const STOP_REASONS: &[&str] = &[
     "end_turn",
-    "max_tokens",
-    "stop_sequence",
-    "tool_use",
-    "pause_turn",
-    "refusal",
     "error",
-    "timeout",
+    "signal",
     "cancelled",
-    "killed",
+    "timeout",
+    "stalled",
 ];
 
 fn exit_reason_label(s: &RunState) -> &'static str {
@@ -380,8 +389,9 @@ fn stop_reason_label(a: &Attempt) -> String {
     match a.stop_reason.as_deref() {
         Some(r) if STOP_REASONS.contains(&r) => r.to_string(),
         Some(_) => "other".into(),
+        // aif-loop steps and runner attempts that name none: an error, else a normal end.
         None if a.failed() => "error".into(),
-        None => "none".into(),
+        None => "end_turn".into(),
     }
 }
 
@@ -550,6 +560,11 @@ impl MetricState {
             self.finding(source, *kind, 1);
         }
         if !step.duplicate {
+            if ev.kind == Kind::RunStarted && run.state.loop_started {
+                // A restart (a run is counted once when it first appears, whatever its first
+                // event; a later first `run_started` is that same start).
+                self.add(&mut run, (Metric::RunsStarted, vec![]), Delta::Count(1));
+            }
             self.fold(&mut run, ev, step.keep, &name);
         }
         self.runs.insert(key, run);
@@ -608,8 +623,8 @@ impl MetricState {
         while run.evaluations_seen < run.trace.evaluations.len() {
             let e = &run.trace.evaluations[run.evaluations_seen];
             let result = match e.passed {
-                Some(true) => "passed",
-                Some(false) => "failed",
+                Some(true) => "pass",
+                Some(false) => "fail",
                 None => "unknown",
             };
             let score = e.score.filter(|s| s.is_finite());
@@ -674,7 +689,7 @@ impl MetricState {
         let s = &run.state;
         let status = s.status.as_str().to_string();
         let reason = exit_reason_label(s).to_string();
-        let iterations = s.iteration as i64;
+        let iterations = s.iterations_completed as i64;
         let duration = match (s.created_at, s.updated_at) {
             (Some(a), Some(b)) => Some(b.0.saturating_sub(a.0).max(0)),
             _ => None,

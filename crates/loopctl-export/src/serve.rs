@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -107,7 +107,7 @@ pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<(), Serv
     let addr = listener.local_addr().unwrap_or(cfg.listen);
     let shared = Shared {
         state: Arc::new(Mutex::new(MetricState::new(cfg.options.clone()))),
-        scrape_seconds: Some(Arc::new(AtomicU64::new(0))),
+        scrape_seconds: Some(Arc::new(Mutex::new(encode::ScrapeTimes::default()))),
     };
     let http = Arc::new(Http {
         registry: encode::registry(shared.clone()).map_err(ExportError::from)?,
@@ -428,6 +428,11 @@ fn handle(s: &mut TcpStream, http: &Http) {
         return;
     }
     let (ty, body): (&str, Vec<u8>) = match head.path.as_str() {
+        "/metrics" if !http.ready.load(Ordering::SeqCst) => {
+            // Counters restart from the replayed totals, not from a partial replay.
+            let _ = respond(s, 503, "text/plain", b"replaying\n", head_only, &[]);
+            return;
+        }
         "/metrics" => {
             let open = head.accept.contains("application/openmetrics-text");
             let started = Instant::now();
@@ -438,7 +443,8 @@ fn handle(s: &mut TcpStream, http: &Http) {
                 encode::text(&families)
             };
             if let Some(d) = &http.shared.scrape_seconds {
-                d.store(started.elapsed().as_secs_f64().to_bits(), Ordering::Relaxed);
+                let mut t = d.lock().unwrap_or_else(|e| e.into_inner());
+                t.observe(started.elapsed().as_secs_f64());
             }
             let ty = if open {
                 OPENMETRICS_CONTENT_TYPE

@@ -126,12 +126,9 @@ fn native_runner_log_phases_retries_tokens_and_verdicts() {
         .iter()
         .filter(|l| l["payload"]["passed"] == true)
         .count();
+    assert_eq!(count(&m, Metric::Evaluations, &[lp, "pass"]), passed as f64);
     assert_eq!(
-        count(&m, Metric::Evaluations, &[lp, "passed"]),
-        passed as f64
-    );
-    assert_eq!(
-        count(&m, Metric::Evaluations, &[lp, "failed"]),
+        count(&m, Metric::Evaluations, &[lp, "fail"]),
         (evals.len() - passed) as f64
     );
     let score: f64 = evals
@@ -395,7 +392,7 @@ fn live_run_gauges_follow_running_runs_and_can_be_turned_off() {
 #[test]
 fn openmetrics_names_counters_without_total_and_ends_with_eof() {
     let m = state_of(&["native-clean"]);
-    let families = encode::families(&m, Some(0.001));
+    let families = encode::families(&m, None);
     let om = encode::openmetrics(&families);
     assert!(om.ends_with("# EOF\n"));
     assert!(om.contains("# TYPE loopctl_runs_started counter\n"));
@@ -438,7 +435,7 @@ fn bare_run_ids_take_the_log_name_until_the_run_names_its_alias() {
             r#"{"v":1,"seq":1,"run_id":"9f8e7d","event":"evaluation_done","payload":{"score":0.5,"passed":false}}"#,
         ],
     );
-    assert_eq!(count(&m, Metric::Evaluations, &["folder", "failed"]), 1.0);
+    assert_eq!(count(&m, Metric::Evaluations, &["folder", "fail"]), 1.0);
     apply_lines(
         &mut m,
         s,
@@ -447,7 +444,7 @@ fn bare_run_ids_take_the_log_name_until_the_run_names_its_alias() {
         ],
     );
     // Everything the run contributed moved to its alias; no series names the id.
-    assert_eq!(count(&m, Metric::Evaluations, &["billing", "failed"]), 1.0);
+    assert_eq!(count(&m, Metric::Evaluations, &["billing", "fail"]), 1.0);
     assert_eq!(count(&m, Metric::RunsStarted, &["billing"]), 1.0);
     assert_eq!(total(&m, Metric::Evaluations, &["folder"]), 0.0);
     let text = render(m).unwrap();

@@ -309,7 +309,7 @@ fn runs_appended_added_torn_and_deleted_while_serving_show_in_the_next_scrapes()
             json!({"score": 0.5, "passed": false}),
         ),
     );
-    let evals = r#"loopctl_evaluations_total{loop="alpha",result="failed"}"#;
+    let evals = r#"loopctl_evaluations_total{loop="alpha",result="fail"}"#;
     s.wait_until(
         |s| value(&s.metrics(), evals) == Some(1.0),
         "the appended event",
