@@ -399,7 +399,8 @@ fn kind_label(a: &Attempt) -> String {
     match a.kind.as_deref() {
         Some(k @ ("pre" | "loop" | "post")) => k.to_string(),
         _ if a.derived => "step".into(),
-        _ => "unknown".into(),
+        // An attempt whose log names no kind: the runner's default kind (a closed label set).
+        _ => "loop".into(),
     }
 }
 
