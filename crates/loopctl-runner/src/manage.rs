@@ -7,7 +7,7 @@ use loopctl_core::Kind;
 use loopctl_core::lines::DEFAULT_MAX_LINE;
 use loopctl_core::{Event, RunState};
 use loopctl_store::append::{Fsync, LogWriter, holder};
-use loopctl_store::discover::{self, CURRENT, RUN_JSON, RunRef};
+use loopctl_store::discover::{self, CURRENT, RunRef};
 use loopctl_store::snapshot::{render, replay_run, state_file, write_atomic};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -125,23 +125,6 @@ pub fn refuse_clean(run: &RunRef, force: bool) -> Option<String> {
         )),
         _ => None,
     }
-}
-
-/// Deletes a run folder (only folders holding a history.jsonl or run.json).
-pub fn delete(run: &RunRef) -> Result<()> {
-    let dir = run.dir.as_ref().ok_or_else(|| {
-        RunnerError::Invalid(format!("{} is not a run folder", run.log.display()))
-    })?;
-    if !dir.join(discover::LOG_NAME).is_file() && !dir.join(RUN_JSON).is_file() {
-        return Err(RunnerError::Invalid(format!(
-            "{} is not a run folder",
-            dir.display()
-        )));
-    }
-    std::fs::remove_dir_all(dir).map_err(|cause| RunnerError::Io {
-        path: dir.clone(),
-        cause,
-    })
 }
 
 #[cfg(test)]

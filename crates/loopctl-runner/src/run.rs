@@ -40,8 +40,8 @@ pub use prepare::{Prepared, prepare};
 /// The stop reason of a phase the stall watchdog ended.
 const STALLED: &str = "stalled";
 
-/// Where `loopctl stop` leaves its reason for a live runner.
-pub const STOP_REQUEST: &str = "stop.request";
+/// Where `loopctl stop` leaves its reason for a live runner (`clean` knows these names).
+pub use loopctl_store::clean::STOP_REQUEST;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {

@@ -508,8 +508,8 @@ fn stop_warning(rule: &str, tries: u64, failure: Option<&str>) -> String {
     format!("stopped by {rule:?} after {tries} observation(s){last}")
 }
 
-/// The escalation report's file name in the run folder.
-pub const ESCALATION: &str = "escalation.md";
+/// The escalation report's file name in the run folder (`clean` knows it as a run's file).
+pub use loopctl_store::clean::ESCALATION;
 
 #[cfg(test)]
 mod tests;
