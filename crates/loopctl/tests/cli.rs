@@ -25,6 +25,21 @@ fn stdout_of(args: &[&str], path: &Path) -> Vec<u8> {
         .clone()
 }
 
+/// A run.json's phase and score as `list` and `status` show them: none (null) for a run
+/// that has no quality phase or no score.
+fn shown(state: &Value) -> (&Value, &Value) {
+    static NULL: Value = Value::Null;
+    let phase = match &state["phase"] {
+        Value::String(p) if p.is_empty() => &NULL,
+        p => p,
+    };
+    let scored = state["score_history"]
+        .as_array()
+        .is_some_and(|h| !h.is_empty())
+        || state["last_score"].as_f64() != Some(0.0);
+    (phase, if scored { &state["last_score"] } else { &NULL })
+}
+
 fn fixture(name: &str) -> PathBuf {
     repo().join("fixtures").join(name)
 }
@@ -201,8 +216,8 @@ fn list_and_history_json_parse_back() {
     let out = stdout_of(&["list", "--json"], tmp.path());
     let rows: Vec<Value> = serde_json::from_slice(&out).unwrap();
     assert_eq!(rows.len(), 3);
-    assert_eq!(rows[2]["alias"], "torn-tail");
-    assert_eq!(rows[2]["findings"], 1);
+    assert!(rows[2]["dir"].as_str().unwrap().ends_with("torn-tail"));
+    assert_eq!(rows[2]["finding_count"], 1);
 
     let out = stdout_of(&["history", "--json"], &fixture("avenor-loop"));
     let text = String::from_utf8(out).unwrap();
@@ -257,22 +272,22 @@ fn list_of_a_merged_log_has_a_row_per_run_agreeing_with_replay() {
     for (row, state) in rows.iter().zip(&states) {
         for key in [
             "run_id",
+            "task_alias",
             "status",
+            "stop",
             "iteration",
-            "phase",
-            "last_score",
             "events",
         ] {
             assert_eq!(row[key], state[key], "{key}");
         }
-        assert_eq!(row["stop_reason"], state["stop"]["reason"]);
-        assert_eq!(row["alias"], state["task_alias"]);
-        assert_eq!(row["path"], log.to_str().unwrap());
+        assert_eq!((&row["phase"], &row["last_score"]), shown(state));
+        assert_eq!(row["log_path"], log.to_str().unwrap());
+        assert_eq!(row["dir"], Value::Null);
     }
     assert_eq!(rows[0]["run_id"], "alpha-svc-20260304-080000");
-    assert_eq!(rows[0]["findings"], 0);
-    assert_eq!(rows[1]["findings"], 0);
-    assert_eq!(rows[2]["findings"], 1, "the repeated seq names gamma");
+    assert_eq!(rows[0]["finding_count"], 0);
+    assert_eq!(rows[1]["finding_count"], 0);
+    assert_eq!(rows[2]["finding_count"], 1, "the repeated seq names gamma");
 
     let out = loopctl()
         .arg("list")
@@ -346,31 +361,32 @@ fn the_whole_corpus_goes_through_every_read_command() {
         // `list FILE` rebuilds only what a row shows: it must agree with the full replay.
         let rows: Vec<Value> = serde_json::from_slice(&stdout_of(&["list", "--json"], &log))
             .unwrap_or_else(|e| panic!("list --json {}: {e}", log.display()));
-        // One run: its run.json, pretty; more: a line each.
-        let states: Vec<Value> =
-            serde_json::Deserializer::from_slice(&stdout_of(&["replay", "--json"], &log))
-                .into_iter()
-                .collect::<Result<_, _>>()
-                .unwrap();
+        // A line per run.
+        let states: Vec<Value> = String::from_utf8(stdout_of(&["replay", "--json"], &log))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(rows.len(), states.len(), "{}", log.display());
         for (row, state) in rows.iter().zip(&states) {
+            let (phase, score) = shown(state);
             let want = [
                 &state["run_id"],
                 &state["task_alias"],
                 &state["status"],
-                &state["stop"]["reason"],
+                &state["stop"],
                 &state["iteration"],
                 &state["max_iterations"],
-                &state["phase"],
-                &state["last_score"],
+                phase,
+                score,
                 &state["updated_at"],
                 &state["events"],
             ];
             let got = [
                 &row["run_id"],
-                &row["alias"],
+                &row["task_alias"],
                 &row["status"],
-                &row["stop_reason"],
+                &row["stop"],
                 &row["iteration"],
                 &row["max_iterations"],
                 &row["phase"],

@@ -35,7 +35,7 @@ fn text_of(args: &[&str], path: &Path, code: i32) -> String {
 }
 
 fn finding<'a>(run: &'a Value, detector: &str) -> &'a Value {
-    run["findings"]
+    run["detectors"]
         .as_array()
         .unwrap()
         .iter()
@@ -333,7 +333,7 @@ fn postmortem_of_the_stagnating_fixture() {
     let pm = json_of(&["postmortem", "--json"], &path, 0);
     assert_eq!(json_of(&["postmortem", "--format", "json"], &path, 0), pm);
     assert_eq!(pm["stop"]["reason"], "stagnation");
-    assert_eq!(pm["iterations"]["completed"], 3);
+    assert_eq!(pm["iterations_completed"], 3);
     assert_eq!(pm["retries"]["count"], 1);
     assert_eq!(pm["errors"]["count"], 1);
     assert!(

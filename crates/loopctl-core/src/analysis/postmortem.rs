@@ -25,6 +25,8 @@ pub struct Report {
     pub run_id: String,
     pub task_alias: String,
     pub stop: StopSummary,
+    /// Written as run.json names them: `iteration`, `iterations_completed`, `max_iterations`.
+    #[serde(flatten)]
     pub iterations: Iterations,
     pub timeline: Vec<IterationRow>,
     pub time_per_phase: Vec<PhaseTime>,
@@ -56,7 +58,10 @@ pub struct StopSummary {
     pub at: Option<Ts>,
     /// The run's last error, when it failed.
     pub error: Option<String>,
+    /// run.json's `created_at` and `updated_at`: the first and last event's time.
+    #[serde(rename = "created_at")]
     pub started_at: Option<Ts>,
+    #[serde(rename = "updated_at")]
     pub last_event_at: Option<Ts>,
     /// First to last event.
     pub wall_ms: Option<u64>,
@@ -65,8 +70,11 @@ pub struct StopSummary {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Iterations {
+    #[serde(rename = "iteration")]
     pub reached: u64,
+    #[serde(rename = "iterations_completed")]
     pub completed: u64,
+    #[serde(rename = "max_iterations")]
     pub max: Option<u64>,
 }
 
@@ -87,6 +95,7 @@ pub struct PhaseRow {
     pub name: String,
     pub kind: Option<String>,
     pub attempt: u64,
+    #[serde(rename = "started_at")]
     pub started: Option<Ts>,
     pub duration_ms: Option<u64>,
     /// `ok`, `failed` or `running`.
@@ -160,6 +169,8 @@ pub struct RetryRow {
     pub next_attempt: Option<u64>,
     pub delay_ms: Option<u64>,
     pub exit_code: Option<i64>,
+    /// The event's `ts`: each row stands for one event.
+    #[serde(rename = "ts")]
     pub at: Option<Ts>,
 }
 
@@ -177,6 +188,8 @@ pub struct ErrorRow {
     pub iteration: Option<u64>,
     pub source: String,
     pub text: String,
+    /// The event's `ts`: each row stands for one event.
+    #[serde(rename = "ts")]
     pub at: Option<Ts>,
     pub seq: Option<u64>,
 }

@@ -150,7 +150,9 @@ impl Finding {
 pub struct Verdict {
     /// Any finding triggered.
     pub stagnating: bool,
-    /// One finding per detector, in `Detector::ALL` order.
+    /// One finding per detector, in `Detector::ALL` order (`detectors` in JSON: `findings`
+    /// there are always a log's damaged lines and seq problems).
+    #[serde(rename = "detectors")]
     pub findings: Vec<Finding>,
 }
 

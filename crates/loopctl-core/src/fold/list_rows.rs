@@ -16,7 +16,7 @@ use std::borrow::Cow;
 
 use crate::event::{Event, Kind};
 use crate::replay::read_event;
-use crate::state::{RunState, apply_mut};
+use crate::state::{RunState, ScorePoint, apply_mut};
 use crate::ts::Ts;
 
 /// Kinds whose effect on a row goes beyond the envelope, the score of an evaluation and the
@@ -203,6 +203,17 @@ impl Digest {
                     }
                     if let Some(s) = f.score {
                         state.last_score = s;
+                        // A row keeps no score history, only that there was a score
+                        // (`RunState::score`): one point stands for them.
+                        if state.score_history.is_empty() {
+                            state.score_history.push(ScorePoint {
+                                iteration: state.iteration,
+                                phase: state.phase.clone(),
+                                score: s,
+                                passed: None,
+                                seq: None,
+                            });
+                        }
                     }
                 }
                 Step::Line(text) => {

@@ -114,9 +114,20 @@ impl RunState {
         RunState {
             run_id: run_id.to_string(),
             task_alias: alias_of(run_id).to_string(),
-            phase: "A".into(),
             ..RunState::default()
         }
+    }
+
+    /// The latest score, if the run has one: an evaluation scored it, or its stop named a
+    /// score. `last_score` itself is 0 until then (aif-loop's run.json has it so).
+    pub fn score(&self) -> Option<f64> {
+        (!self.score_history.is_empty() || self.last_score != 0.0).then_some(self.last_score)
+    }
+
+    /// The quality phase (`A`, `B`), if the run has one: an event named it, or the run's
+    /// criteria have phases. Avenor and runner loops without criteria have none.
+    pub fn quality_phase(&self) -> Option<&str> {
+        (!self.phase.is_empty()).then_some(self.phase.as_str())
     }
 
     pub fn is_terminal(&self) -> bool {
@@ -287,6 +298,10 @@ pub(crate) fn reduce(s: &mut RunState, ev: &Event<'_>, evaluation: bool) {
             };
             if let Some(c) = p.get("criteria").filter(|c| c.is_object()) {
                 s.criteria = Some(c.clone());
+                // Phased criteria start in phase A.
+                if s.phase.is_empty() {
+                    s.phase = "A".into();
+                }
             }
         }
         Kind::RunResumed => {

@@ -169,6 +169,13 @@ impl Writer<'_> {
         escape_into(self.out, s);
     }
 
+    pub fn opt_f64(&mut self, x: Option<f64>) {
+        match x {
+            Some(x) => self.f64(x),
+            None => self.null(),
+        }
+    }
+
     pub fn opt_string(&mut self, s: Option<&str>) {
         match s {
             Some(s) => self.string(s),
@@ -197,7 +204,8 @@ impl Writer<'_> {
         }
     }
 
-    fn stop(&mut self, s: &Stop) {
+    /// run.json's `stop` object.
+    pub fn stop(&mut self, s: &Stop) {
         let Stop {
             passed,
             reason,

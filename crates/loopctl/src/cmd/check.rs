@@ -53,16 +53,16 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             super::no_event(&run.log);
         }
         output::json_pretty(&json!({
-            "log": run.log,
+            "log_path": run.log,
             "clean": clean,
             "no_event": no_event,
-            "runs": o.runs.len(),
+            "run_count": o.runs.len(),
             "stats": o.stats,
             "findings": o.findings,
             "run_json": {
                 "path": rebuilt.state_path.as_ref().or(run.run_json.as_ref()),
                 "prior": rebuilt.prior,
-                "detail": rebuilt.prior_detail,
+                "prior_detail": rebuilt.prior_detail,
                 "agrees": !run_json_bad,
                 "differences": rebuilt.differences,
             },

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 use loopctl_core::analysis::liveness::{Standing, interrupted_note};
+use loopctl_core::state::Stop;
 use loopctl_core::{JsonWriter, RunState, Ts};
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::{ReadOptions, rows_file};
@@ -36,33 +37,39 @@ pub struct Args {
     /// Root folder to scan (default: the root), or a log file holding several runs.
     #[arg(value_name = "ROOT|FILE")]
     path: Option<PathBuf>,
-    /// Print the rows as one JSON array, an object per run (alias, run_id, status,
-    /// stop_reason, iteration, max_iterations, phase, last_score, updated_at, idle_ms, resume,
-    /// events, findings, path).
+    /// Print the rows as one JSON array, an object per run: run_id, task_alias, status, stop,
+    /// iteration, max_iterations, phase, last_score, updated_at, idle_ms, resume, events,
+    /// finding_count, log_path, dir (docs/json.md).
     #[arg(long)]
     json: bool,
 }
 
+/// A run as `list` and `status` show it: the fields and meanings of docs/json.md.
 #[derive(Serialize)]
 struct Row<'a> {
-    alias: &'a str,
     run_id: &'a str,
+    task_alias: &'a str,
     status: &'static str,
-    stop_reason: &'a str,
+    stop: &'a Stop,
     iteration: u64,
     max_iterations: Option<u64>,
-    phase: &'a str,
-    last_score: f64,
+    phase: Option<&'a str>,
+    last_score: Option<f64>,
     updated_at: Option<Ts>,
     /// Milliseconds since the last event, for an interrupted run.
     idle_ms: Option<u64>,
     /// The command that continues an interrupted run.
     resume: Option<&'a str>,
     events: u64,
-    findings: usize,
-    path: &'a Path,
+    finding_count: usize,
+    log_path: &'a Path,
+    dir: Option<&'a Path>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
+    /// What the table's first column shows (the folder's name, or the run id for the runs of
+    /// one log).
+    #[serde(skip)]
+    name: &'a str,
 }
 
 /// A run folder's state rebuilt from its log, or why it could not be.
@@ -129,10 +136,10 @@ impl<'a> Row<'a> {
     /// a merged log can have tens of thousands of rows.
     fn write_json(&self, out: &mut Vec<u8>) {
         let Row {
-            alias,
             run_id,
+            task_alias,
             status,
-            stop_reason,
+            stop,
             iteration,
             max_iterations,
             phase,
@@ -141,25 +148,29 @@ impl<'a> Row<'a> {
             idle_ms,
             resume,
             events,
-            findings,
-            path,
+            finding_count,
+            log_path,
+            dir,
             error,
+            name: _,
         } = self;
         let mut w = JsonWriter::object_in(out);
-        w.key("alias").string(alias);
         w.key("run_id").string(run_id);
+        w.key("task_alias").string(task_alias);
         w.key("status").string(status);
-        w.key("stop_reason").string(stop_reason);
+        w.key("stop").stop(stop);
         w.key("iteration").u64(*iteration);
         w.key("max_iterations").opt_u64(*max_iterations);
-        w.key("phase").string(phase);
-        w.key("last_score").f64(*last_score);
+        w.key("phase").opt_string(*phase);
+        w.key("last_score").opt_f64(*last_score);
         w.key("updated_at").ts(*updated_at);
         w.key("idle_ms").opt_u64(*idle_ms);
         w.key("resume").opt_string(*resume);
         w.key("events").u64(*events);
-        w.key("findings").u64(*findings as u64);
-        w.key("path").string(&path.to_string_lossy());
+        w.key("finding_count").u64(*finding_count as u64);
+        w.key("log_path").string(&log_path.to_string_lossy());
+        w.key("dir")
+            .opt_string(dir.map(|d| d.to_string_lossy()).as_deref());
         if let Some(e) = error {
             w.key("error").string(e);
         }
@@ -167,33 +178,35 @@ impl<'a> Row<'a> {
     }
 
     fn of(
-        alias: &'a str,
+        name: &'a str,
         s: &'a RunState,
-        findings: usize,
-        path: &'a Path,
+        finding_count: usize,
+        run: (&'a Path, Option<&'a Path>),
         error: Option<&'a str>,
         (standing, resume): (Standing, Option<&'a str>),
     ) -> Row<'a> {
         Row {
-            alias,
             run_id: &s.run_id,
+            task_alias: &s.task_alias,
             status: if error.is_some() {
                 "unreadable"
             } else {
                 standing.condition.as_str()
             },
-            stop_reason: &s.stop.reason,
+            stop: &s.stop,
             iteration: s.iteration,
             max_iterations: s.max_iterations,
-            phase: &s.phase,
-            last_score: s.last_score,
+            phase: s.quality_phase(),
+            last_score: s.score(),
             updated_at: s.updated_at,
             idle_ms: standing.idle_ms,
             resume,
             events: s.events,
-            findings,
-            path,
+            finding_count,
+            log_path: run.0,
+            dir: run.1,
             error,
+            name,
         }
     }
 }
@@ -230,10 +243,10 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
         .map(|(s, (st, resume))| {
             let findings = per_run.get(s.run_id.as_str()).copied().unwrap_or(0);
             Row::of(
-                &s.task_alias,
+                &s.run_id,
                 s,
                 findings,
-                log,
+                (log, run.dir.as_deref()),
                 None,
                 (*st, resume.as_deref()),
             )
@@ -313,12 +326,12 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         .iter()
         .map(|(i, p)| {
             let run = &runs[*i];
-            let dir = run.dir.as_deref().unwrap_or(Path::new(""));
+            let at = (run.log.as_path(), run.dir.as_deref());
             Row::of(
                 &run.name,
                 &p.state,
                 p.findings,
-                dir,
+                at,
                 p.error.as_deref(),
                 (p.standing, p.resume.as_deref()),
             )
@@ -327,7 +340,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let code = print_rows(&rows, &root, a.json, false, ctx.read.threads)?;
     let flawed = rows
         .iter()
-        .filter(|r| r.findings > 0 || r.error.is_some())
+        .filter(|r| r.finding_count > 0 || r.error.is_some())
         .count();
     if ctx.strict && flawed > 0 && code == exit::OK {
         output::error(&format!(
@@ -361,16 +374,16 @@ fn print_rows(
         let iter = r
             .max_iterations
             .map_or(r.iteration.to_string(), |m| format!("{}/{m}", r.iteration));
-        let status = if r.stop_reason.is_empty() {
+        let status = if r.stop.reason.is_empty() {
             r.status.to_string()
         } else {
-            format!("{} ({})", r.status, r.stop_reason)
+            format!("{} ({})", r.status, r.stop.reason)
         };
         t.add_row(vec![
-            if by_run { r.run_id } else { r.alias }.to_string(),
+            r.name.to_string(),
             status,
             iter,
-            output::score(r.last_score),
+            r.last_score.map(output::score).unwrap_or_default(),
             r.updated_at.map(|t| t.to_string()).unwrap_or_default(),
         ]);
     }
@@ -378,7 +391,7 @@ fn print_rows(
     const NOTED: usize = 5;
     let interrupted: Vec<&Row> = rows.iter().filter(|r| r.resume.is_some()).collect();
     for r in interrupted.iter().take(NOTED) {
-        let name = if by_run { r.run_id } else { r.alias };
+        let name = r.name;
         output::note(&interrupted_note(
             name,
             r.idle_ms,
@@ -391,7 +404,7 @@ fn print_rows(
             interrupted.len() - NOTED
         ));
     }
-    let damaged = rows.iter().filter(|r| r.findings > 0).count();
+    let damaged = rows.iter().filter(|r| r.finding_count > 0).count();
     if damaged > 0 {
         output::note(&format!(
             "{damaged} run(s) have findings in their log; `loopctl check RUN` says which"
@@ -417,7 +430,14 @@ mod tests {
             (None, (running, Some("loopctl resume 'a b'"))),
             (Some("no such file"), (running, None)),
         ] {
-            let row = Row::of("al\\ias", &s, 3, path, error, standing);
+            let row = Row::of(
+                "al\\ias",
+                &s,
+                3,
+                (path, Some(Path::new("/tmp/a b"))),
+                error,
+                standing,
+            );
             let mut out = Vec::new();
             row.write_json(&mut out);
             assert_eq!(

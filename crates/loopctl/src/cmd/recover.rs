@@ -61,9 +61,10 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let state = rebuilt.state.as_ref();
     if a.json {
         output::json_pretty(&json!({
-            "run_json": target,
+            "log_path": run.log,
+            "run_json_path": target,
             "written": !a.dry_run && !unchanged,
-            "kept_aside": kept,
+            "kept_aside_path": kept,
             "prior": rebuilt.prior,
             "prior_detail": rebuilt.prior_detail,
             "differences": rebuilt.differences,

@@ -262,11 +262,12 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 reports.push(json!({
                     "run_id": state.run_id,
                     "task_alias": state.task_alias,
-                    "log": &loaded.run.log,
                     "status": condition,
-                    "stop_reason": (!state.stop.reason.is_empty()).then_some(&state.stop.reason),
+                    "stop": state.stop,
+                    "log_path": &loaded.run.log,
+                    "dir": &loaded.run.dir,
                     "stagnating": v.stagnating,
-                    "findings": v.findings,
+                    "detectors": v.findings,
                 }));
             } else {
                 text += &verdict_text(state, condition, &loaded.run.log, &v);

@@ -51,13 +51,16 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let (standing, resume) = ctx.standing(&run, s, loopctl_runner::now(), &Default::default());
     let condition = standing.condition.as_str();
     if a.json {
+        // list's row fields (docs/json.md), then what only status shows.
         output::json_pretty(&json!({
-            "alias": s.task_alias, "run_id": s.run_id, "status": condition, "iteration": s.iteration,
-            "max_iterations": s.max_iterations, "phase": s.phase, "current_step": s.current_step,
-            "last_score": s.last_score, "stop": s.stop, "updated_at": s.updated_at,
+            "run_id": s.run_id, "task_alias": s.task_alias, "status": condition, "stop": s.stop,
+            "iteration": s.iteration, "max_iterations": s.max_iterations,
+            "phase": s.quality_phase(), "last_score": s.score(), "updated_at": s.updated_at,
             "idle_ms": standing.idle_ms, "resume": resume,
-            "exit_reason": s.exit_reason, "events": s.events, "log": run.log,
-            "current_json_stale": stale_current, "findings": rebuilt.outcome.findings.len(),
+            "events": s.events, "finding_count": rebuilt.outcome.findings.len(),
+            "log_path": run.log, "dir": run.dir,
+            "current_step": s.current_step, "exit_reason": s.exit_reason,
+            "current_json_stale": stale_current,
         }));
     } else {
         let mut t = output::table(&[
@@ -82,9 +85,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             s.task_alias.clone(),
             status,
             iter,
-            s.phase.clone(),
+            s.quality_phase().unwrap_or_default().to_string(),
             s.current_step.clone().unwrap_or_default(),
-            output::score(s.last_score),
+            s.score().map(output::score).unwrap_or_default(),
             s.updated_at.map(|t| t.to_string()).unwrap_or_default(),
         ]);
         output::print(&format!("{t}\n"));

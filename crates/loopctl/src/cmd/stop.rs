@@ -22,7 +22,7 @@ pub struct Args {
     /// Seconds to wait for a live runner to let go of the run.
     #[arg(long, default_value_t = 30)]
     wait: u64,
-    /// Print what was done as one JSON object (run, result, message).
+    /// Print what was done as one JSON object (run_id, log_path, dir, result, message).
     #[arg(long)]
     json: bool,
 }
@@ -68,7 +68,15 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             Stopped::Idle => "idle",
             Stopped::AlreadyOver(_) => "already_over",
         };
-        output::json_pretty(&json!({"run": run.name, "result": kind, "message": what}));
+        // The run's id, from its log (the stop may have just added to it).
+        let run_id = match &r {
+            Stopped::AlreadyOver(s) => Some(s.run_id.clone()),
+            _ => ctx.count(&run).ok().and_then(|b| b.state.map(|s| s.run_id)),
+        };
+        output::json_pretty(&json!({
+            "run_id": run_id, "log_path": run.log, "dir": run.dir,
+            "result": kind, "message": what,
+        }));
     } else {
         output::print(&format!("{what}\n"));
     }

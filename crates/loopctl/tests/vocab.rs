@@ -1,0 +1,165 @@
+//! JSON output: one vocabulary across commands (docs/json.md), nothing shown where a run has
+//! nothing (no score, no quality phase), and every documented example matching the binary.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use loopctl_tests::repo;
+use serde_json::{Value, json};
+
+fn loopctl() -> Command {
+    let mut c = Command::cargo_bin("loopctl").unwrap();
+    c.env_remove("LOOPCTL_ROOT")
+        .env("NO_COLOR", "1")
+        .current_dir(repo());
+    c
+}
+
+fn stdout(args: &[&str]) -> String {
+    let out = loopctl().args(args).output().unwrap();
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json_of(args: &[&str]) -> Value {
+    serde_json::from_str(&stdout(args)).unwrap()
+}
+
+/// `list --json` rows by run folder name.
+fn list_row(rows: &Value, folder: &str) -> Value {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["dir"]
+                .as_str()
+                .is_some_and(|d| Path::new(d).file_name().unwrap() == folder)
+        })
+        .unwrap_or_else(|| panic!("no row for {folder}"))
+        .clone()
+}
+
+/// The cells of the table line that contains `needle`.
+fn cells(table: &str, needle: &str) -> Vec<String> {
+    table
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle} in\n{table}"))
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn no_score_and_no_quality_phase_show_as_nothing() {
+    let rows = json_of(&["--root", "fixtures", "list", "--json"]);
+    let table = stdout(&["--root", "fixtures", "list"]);
+    for (folder, score, phase) in [
+        ("avenor-loop", json!(null), json!(null)),
+        ("avenor-abort", json!(null), json!(null)),
+        ("failed-run", json!(null), json!("A")),
+        ("healthy-native", json!(0.92), json!("A")),
+    ] {
+        let row = list_row(&rows, folder);
+        let status = json_of(&["--root", "fixtures", "status", folder, "--json"]);
+        for (what, v) in [("list", &row), ("status", &status)] {
+            assert_eq!(
+                (&v["last_score"], &v["phase"]),
+                (&score, &phase),
+                "{what} {folder}"
+            );
+        }
+        let status_table = stdout(&["--root", "fixtures", "status", folder]);
+        let status_cells = cells(&status_table, status["task_alias"].as_str().unwrap());
+        let list_cells = cells(&table, folder);
+        for c in [&list_cells, &status_cells] {
+            assert_eq!(c.contains(&"0".to_string()), false, "{folder}: {c:?}");
+            assert_eq!(
+                c.contains(&"A".to_string()),
+                phase == json!("A") && std::ptr::eq(c, &status_cells),
+                "{folder}: {c:?}"
+            );
+        }
+        assert_eq!(
+            list_cells.contains(&"0.92".to_string()),
+            score == json!(0.92)
+        );
+    }
+}
+
+/// The fields every run object of `list` and `status` has, with one meaning each.
+const RUN_FIELDS: [&str; 13] = [
+    "run_id",
+    "task_alias",
+    "status",
+    "stop",
+    "iteration",
+    "max_iterations",
+    "phase",
+    "last_score",
+    "updated_at",
+    "events",
+    "finding_count",
+    "log_path",
+    "dir",
+];
+
+#[test]
+fn list_and_status_name_the_same_things_alike_and_agree_on_them() {
+    let rows = json_of(&["--root", "fixtures", "list", "--json"]);
+    let mut compared = 0;
+    for row in rows.as_array().unwrap() {
+        let dir = row["dir"].as_str().unwrap();
+        // Logs holding one run: list and status then show the same run.
+        if stdout(&["replay", dir, "--json"]).lines().count() != 1 {
+            continue;
+        }
+        let status = json_of(&["status", dir, "--json"]);
+        for f in RUN_FIELDS {
+            assert!(row.get(f).is_some(), "list lacks {f}: {row}");
+            assert!(status.get(f).is_some(), "status lacks {f}: {status}");
+        }
+        let (r, s) = (row.as_object().unwrap(), status.as_object().unwrap());
+        for (k, v) in r {
+            if let Some(w) = s.get(k) {
+                assert_eq!(v, w, "{dir}: {k}");
+            }
+        }
+        for old in ["alias", "stop_reason", "path", "log", "findings"] {
+            assert!(r.get(old).is_none() && s.get(old).is_none(), "{old}");
+        }
+        compared += 1;
+    }
+    assert!(compared >= 10, "{compared}");
+}
+
+#[test]
+fn replay_json_is_ndjson_whatever_the_number_of_runs() {
+    let one = stdout(&["replay", "fixtures/healthy-native", "--json"]);
+    assert_eq!(one.matches('\n').count(), 1, "{one}");
+    assert!(one.ends_with('\n'));
+    let v: Value = serde_json::from_str(&one).unwrap();
+    assert_eq!(v["run_id"], "healthy-20260402-090000");
+    let many = stdout(&["replay", "fixtures/merged-runs", "--json"]);
+    let lines: Vec<Value> = many
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    // The same shape per line: run.json's.
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&lines[0]), keys(&v));
+    // One picked run of a multi-run log: one line too.
+    let picked = stdout(&[
+        "replay",
+        "fixtures/merged-runs",
+        "--run-id",
+        "beta-docs-20260304-080500",
+        "--json",
+    ]);
+    assert_eq!(picked.lines().count(), 1, "{picked}");
+}
