@@ -81,7 +81,7 @@ pub fn plan(root: &Path, dir: &Path, cwd: &Path) -> Result<std::result::Result<P
             if plan.keep.len() == before {
                 plan.remove.push(path);
             }
-        } else if !is_dir && (is_run_file(&name) || own.iter().any(|o| *o == name)) {
+        } else if !is_dir && (is_run_file(&name) || own.contains(&name)) {
             plan.remove.push(path);
         } else {
             plan.keep.push(path);

@@ -77,7 +77,7 @@ fn no_score_and_no_quality_phase_show_as_nothing() {
         let status_cells = cells(&status_table, status["task_alias"].as_str().unwrap());
         let list_cells = cells(&table, folder);
         for c in [&list_cells, &status_cells] {
-            assert_eq!(c.contains(&"0".to_string()), false, "{folder}: {c:?}");
+            assert!(!c.contains(&"0".to_string()), "{folder}: {c:?}");
             assert_eq!(
                 c.contains(&"A".to_string()),
                 phase == json!("A") && std::ptr::eq(c, &status_cells),
@@ -162,4 +162,18 @@ fn replay_json_is_ndjson_whatever_the_number_of_runs() {
         "--json",
     ]);
     assert_eq!(picked.lines().count(), 1, "{picked}");
+}
+
+#[test]
+fn tail_headers_and_recover_name_no_phase_or_score_a_run_lacks() {
+    let tail = stdout(&["tail", "fixtures/avenor-loop", "--no-follow"]);
+    let headers: Vec<&str> = tail.lines().filter(|l| l.contains("Iteration")).collect();
+    assert!(!headers.is_empty(), "{tail}");
+    for h in headers {
+        assert!(!h.contains("Phase"), "{h}");
+    }
+    let healthy = stdout(&["tail", "fixtures/healthy-native", "--no-follow"]);
+    assert!(healthy.contains("| Phase A"), "{healthy}");
+    let rec = stdout(&["recover", "fixtures/avenor-loop", "--dry-run"]);
+    assert!(rec.contains("phase -, last score -,"), "{rec}");
 }

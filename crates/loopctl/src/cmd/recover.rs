@@ -91,8 +91,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 &s.stop.reason
             },
             s.iteration,
-            s.phase,
-            output::score(s.last_score),
+            s.quality_phase().unwrap_or("-"),
+            s.score().map_or("-".into(), output::score),
             s.events
         ));
         if let Some(d) = &rebuilt.prior_detail {

@@ -38,10 +38,10 @@ pub fn iteration_header(run: &str, s: &RunState, color: AnsiColors) -> String {
         .max_iterations
         .map(|m| format!("/{m}"))
         .unwrap_or_default();
-    let mut h = format!(
-        "── {run} | Iteration {}{max} | Phase {}",
-        s.iteration, s.phase
-    );
+    let mut h = format!("── {run} | Iteration {}{max}", s.iteration);
+    if let Some(p) = s.quality_phase() {
+        h.push_str(&format!(" | Phase {p}"));
+    }
     if !s.score_history.is_empty() {
         let passed = s.score_history.last().and_then(|p| p.passed);
         h.push_str(&format!(" | Score: {}", output::score(s.last_score)));
