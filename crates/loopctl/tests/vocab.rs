@@ -15,10 +15,11 @@ fn loopctl() -> Command {
     c
 }
 
+/// Stdout of a command that did not fail (exit 2); findings (1) and stagnation (3) are fine.
 fn stdout(args: &[&str]) -> String {
     let out = loopctl().args(args).output().unwrap();
     assert!(
-        out.status.code().is_some_and(|c| c <= 1),
+        out.status.code().is_some_and(|c| c != 2),
         "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -176,4 +177,116 @@ fn tail_headers_and_recover_name_no_phase_or_score_a_run_lacks() {
     assert!(healthy.contains("| Phase A"), "{healthy}");
     let rec = stdout(&["recover", "fixtures/avenor-loop", "--dry-run"]);
     assert!(rec.contains("phase -, last score -,"), "{rec}");
+}
+
+/// Every key path of `v` (`.stop.reason`, `.runs[].detectors[].summary`), array elements
+/// merged.
+fn key_paths(v: &Value, at: &str, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let p = format!("{at}.{k}");
+                out.insert(p.clone());
+                key_paths(x, &p, out);
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                key_paths(x, &format!("{at}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn shape(v: &Value) -> std::collections::BTreeSet<String> {
+    let mut out = Default::default();
+    key_paths(v, "", &mut out);
+    out
+}
+
+#[test]
+fn every_example_in_docs_json_has_the_keys_the_command_prints() {
+    let doc = std::fs::read_to_string(repo().join("docs/json.md")).unwrap();
+    let mut checked = vec![];
+    let mut rest = doc.as_str();
+    while let Some(i) = rest.find("<!-- example (") {
+        rest = &rest[i + "<!-- example (".len()..];
+        let (mode, after) = rest.split_once("): loopctl ").unwrap();
+        let (args, after) = after.split_once(" -->\n```json\n").unwrap();
+        let (block, after) = after.split_once("\n```").unwrap();
+        rest = after;
+        let args: Vec<&str> = args.split_whitespace().collect();
+        let out = stdout(&args);
+        match mode.strip_prefix("lines=") {
+            None => {
+                let want: Value = serde_json::from_str(block).unwrap();
+                let got: Value = serde_json::from_str(&out)
+                    .unwrap_or_else(|e| panic!("{args:?} prints one JSON value: {e}"));
+                assert_eq!(shape(&want), shape(&got), "docs/json.md: loopctl {args:?}");
+            }
+            Some(n) => {
+                let (want, got): (Vec<&str>, Vec<&str>) =
+                    (block.lines().collect(), out.lines().collect());
+                assert_eq!(want.len(), n.parse::<usize>().unwrap());
+                assert!(got.len() >= want.len(), "{args:?}");
+                for (w, g) in want.iter().zip(&got) {
+                    let (w, g): (Value, Value) = (
+                        serde_json::from_str(w).unwrap(),
+                        serde_json::from_str(g).unwrap(),
+                    );
+                    assert_eq!(shape(&w), shape(&g), "docs/json.md: loopctl {args:?}");
+                }
+            }
+        }
+        checked.push(args.join(" "));
+    }
+    // Every command with --json has its example.
+    for cmd in [
+        "list",
+        "status",
+        "replay",
+        "recover",
+        "check",
+        "history",
+        "tail",
+        "stagnation",
+        "postmortem",
+        "stop",
+    ] {
+        assert!(
+            checked.iter().any(|c| c.split(' ').any(|w| w == cmd)),
+            "docs/json.md has no example of {cmd}: {checked:?}"
+        );
+    }
+}
+
+#[test]
+fn run_json_prints_the_run_json_replay_prints_a_line_of() {
+    let t = tempfile::tempdir().unwrap();
+    let lf = t.path().join("loop.json");
+    std::fs::write(
+        &lf,
+        r#"{"max_iterations": 1, "loop": [{"name": "a", "run": "true"}]}"#,
+    )
+    .unwrap();
+    let root = t.path().join("root");
+    let out = loopctl()
+        .args(["run", "--run-id", "r1", "--json", "--loop-file"])
+        .arg(&lf)
+        .arg("--dir")
+        .arg(t.path())
+        .arg("--root")
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let ran: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let line = stdout(&["replay", root.join("r1").to_str().unwrap(), "--json"]);
+    let replayed: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(shape(&ran), shape(&replayed));
+    assert_eq!(
+        (&ran["phase"], &ran["last_score"]),
+        (&json!(""), &json!(0.0))
+    );
 }
