@@ -16,7 +16,7 @@ pub const LOGS_DIR: &str = "logs";
 pub const STOP_REQUEST: &str = "stop.request";
 /// The runner's escalation report.
 pub const ESCALATION: &str = "escalation.md";
-/// aif-loop's artifact, beside its run.json and history.jsonl (seed 004).
+/// aif-loop's artifact, beside its run.json and history.jsonl (the aif-loop run folder).
 pub const ARTIFACT: &str = "artifact.md";
 
 /// What cleaning one run folder deletes and keeps.

@@ -55,12 +55,11 @@ fn global_options_work_after_the_subcommand() {
     let out = run(&["list", "--root", fx, "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(
-        rows.as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["alias"] == "native-clean")
-    );
+    assert!(rows.as_array().unwrap().iter().any(|r| {
+        r["dir"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("native-clean"))
+    }));
     // The same rows as with the option before the subcommand.
     assert_eq!(out.stdout, run(&["--root", fx, "list", "--json"]).stdout);
 
