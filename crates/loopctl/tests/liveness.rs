@@ -61,7 +61,7 @@ fn start_runner(dir: &Path, secs: u32) -> Child {
 }
 
 fn stalled(run: &Value) -> &Value {
-    run["findings"]
+    run["detectors"]
         .as_array()
         .unwrap()
         .iter()
