@@ -62,7 +62,7 @@ pub fn plan(root: &Path, dir: &Path, cwd: &Path) -> Result<std::result::Result<P
     if !dir_c.join(LOG_NAME).is_file() {
         return Ok(Err(Refusal::NoLog(dir.to_path_buf())));
     }
-    let own = own_files(&dir_c);
+    let (own, states) = (own_files(&dir_c), state_files(&dir_c));
     let mut plan = Plan {
         dir: dir_c.clone(),
         remove: vec![],
@@ -81,7 +81,7 @@ pub fn plan(root: &Path, dir: &Path, cwd: &Path) -> Result<std::result::Result<P
             if plan.keep.len() == before {
                 plan.remove.push(path);
             }
-        } else if !is_dir && (is_run_file(&name) || own.contains(&name)) {
+        } else if !is_dir && (is_run_file(&name, &states) || own.contains(&name)) {
             plan.remove.push(path);
         } else {
             plan.keep.push(path);
@@ -128,21 +128,48 @@ fn entries(dir: &Path) -> Result<Vec<(PathBuf, String, bool)>> {
     Ok(out)
 }
 
-/// The fixed names a run (loopctl's runner, or aif-loop) writes in its folder.
-fn is_run_file(name: &str) -> bool {
+/// The names a run (loopctl's runner, or aif-loop) writes in its folder; `states` are the
+/// state files of its log's other runs (`<run_id>.run.json`, beside `run.json`).
+fn is_run_file(name: &str, states: &[String]) -> bool {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let run_json_tmp = |s: &str| {
-        // atomic-write-file's temporary: `.run.json.` and six letters or digits.
-        s.strip_prefix(".run.json.")
-            .is_some_and(|r| r.len() == 6 && r.bytes().all(|b| b.is_ascii_alphanumeric()))
+    // A state file, its damaged copies, an interrupted atomic write of it (atomic-write-file's
+    // temporary: `.<name>.` and six letters or digits).
+    let state_copy = |state: &str| {
+        name == state
+            || name
+                .strip_prefix(state)
+                .and_then(|r| r.strip_prefix(".damaged"))
+                .is_some_and(|r| r.is_empty() || r.strip_prefix('.').is_some_and(digits))
+            || name
+                .strip_prefix('.')
+                .and_then(|r| r.strip_prefix(state))
+                .and_then(|r| r.strip_prefix('.'))
+                .is_some_and(|r| r.len() == 6 && r.bytes().all(|b| b.is_ascii_alphanumeric()))
     };
     matches!(
         name,
-        LOG_NAME | RUN_JSON | STOP_REQUEST | ESCALATION | ARTIFACT | ".history.jsonl.lock"
+        LOG_NAME | STOP_REQUEST | ESCALATION | ARTIFACT | ".history.jsonl.lock"
     ) || name.strip_prefix("history.jsonl.torn-").is_some_and(digits)
-        || name == "run.json.damaged"
-        || name.strip_prefix("run.json.damaged.").is_some_and(digits)
-        || run_json_tmp(name)
+        || std::iter::once(RUN_JSON)
+            .chain(states.iter().map(String::as_str))
+            .any(state_copy)
+}
+
+/// The state files the runs of the folder's log may have beside `run.json`
+/// (`discover::state_path`).
+fn state_files(dir: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read(dir.join(LOG_NAME)) else {
+        return vec![];
+    };
+    let mut names: Vec<String> = text
+        .split(|&b| b == b'\n')
+        .filter_map(|l| std::str::from_utf8(l).ok())
+        .filter_map(|l| loopctl_core::event::run_key(l).ok().flatten())
+        .map(|id| format!("{}.{RUN_JSON}", loopctl_core::rules::run_id::file_name(&id)))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// A phase's or check's output in `logs/`: `<seq>-<name>[.<n>].stdout|stderr|prompt`.
@@ -202,16 +229,20 @@ mod tests {
             "history.jsonl.torn-812",
             ".run.json.aZ09xy",
             "artifact.md",
+            "r-1.run.json",
+            "r-1.run.json.damaged.2",
+            ".r-1.run.json.Ab12Cd",
         ] {
-            assert!(is_run_file(n), "{n}");
+            assert!(is_run_file(n, &["r-1.run.json".into()]), "{n}");
         }
         for n in [
             "history.jsonl.bak",
             "run.json.damaged.x",
             ".run.json.abc",
             "notes.md",
+            "other.run.json",
         ] {
-            assert!(!is_run_file(n), "{n}");
+            assert!(!is_run_file(n, &["r-1.run.json".into()]), "{n}");
         }
         assert!(is_output("000002-build.stdout"));
         assert!(is_output("000007-check-A-r.2.stderr"));

@@ -189,3 +189,29 @@ fn a_run_its_log_says_is_running_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(dir.join("history.jsonl").is_file());
 }
+
+#[test]
+fn the_state_files_of_every_run_of_a_shared_log_are_run_files() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("root/merged");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        repo().join("fixtures/merged-runs/history.jsonl"),
+        dir.join("history.jsonl"),
+    )
+    .unwrap();
+    for f in [
+        "run.json",
+        "beta-docs-20260304-080500.run.json",
+        "beta-docs-20260304-080500.run.json.damaged",
+    ] {
+        std::fs::write(dir.join(f), "{}").unwrap();
+    }
+    std::fs::write(dir.join("gamma.run.json"), "mine").unwrap();
+    let out = loopctl(t.path())
+        .args(["--root", "root", "clean", "merged", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(walk(&dir), ["gamma.run.json"]);
+}

@@ -65,7 +65,7 @@ fn a_run_id_or_alias_selects_exactly_that_run() {
     assert_eq!(s["run_id"], BETA);
     // The alias status itself prints.
     let s = json_at(&root, &["status", "drift-check", "--json"]);
-    assert_eq!(s["alias"], "drift-check");
+    assert_eq!(s["task_alias"], "drift-check");
     // --run-id on status and check, RUN being the folder.
     let s = json_at(
         &root,
