@@ -448,7 +448,7 @@ fn stagnation_over_a_root_assesses_every_run_under_it() {
         .iter()
         .map(|r| {
             (
-                r["log"].as_str().unwrap(),
+                r["log_path"].as_str().unwrap(),
                 r["stagnating"].as_bool().unwrap(),
             )
         })
@@ -470,9 +470,9 @@ fn stagnation_over_a_root_assesses_every_run_under_it() {
         );
         let under = runs
             .iter()
-            .find(|r| r["log"].as_str().unwrap().contains(name))
+            .find(|r| r["log_path"].as_str().unwrap().contains(name))
             .unwrap();
-        assert_eq!(alone["runs"][0]["findings"], under["findings"], "{name}");
+        assert_eq!(alone["runs"][0]["detectors"], under["detectors"], "{name}");
     }
     // No stagnating run under the root: exit 0.
     let healthy = root_of(&["healthy-native", "aif-loop-clean"]);
