@@ -11,14 +11,16 @@
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use loopctl_core::JsonWriter;
+use loopctl_core::Ts;
 use loopctl_core::lines::Pos;
+use loopctl_core::render::run_row::RunRow;
 use loopctl_follow::{Follower, Item, Start};
+use loopctl_store::discover::{self, LOG_NAME, RunRef};
 
 use crate::encode::{self, OPENMETRICS_CONTENT_TYPE, Shared, TEXT_CONTENT_TYPE};
 use crate::feed::{Damage, Feed};
@@ -469,39 +471,54 @@ fn handle(s: &mut TcpStream, http: &Http) {
     let _ = respond(s, 200, ty, &body, head_only, &[]);
 }
 
-/// The rows `list --json` prints, one per run (a log holding several runs gives several).
+/// The rows `list --json` prints (`RunRow`, the same fields and bytes), one per run: a log
+/// holding several runs gives several. Liveness is probed here, at request time: it needs the
+/// run's lock and the clock, which the metric fold does not read.
 fn runs_json(http: &Http) -> Vec<u8> {
     let m = http.shared.state.lock().unwrap_or_else(|e| e.into_inner());
     let paths = lock_paths(http);
+    let now = now();
     let mut out = b"[".to_vec();
     for (i, (source, r)) in m.runs().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         let s = &r.state;
-        let path = paths.get(&source).map(|p| p.to_string_lossy().into_owned());
-        let alias = m.source_name(source).unwrap_or(&s.task_alias);
-        // The fields of `list --json`, in its order. Liveness (`interrupted`, `idle_ms`,
-        // `resume`) needs the run's lock and clock, which serve does not read yet.
-        let mut w = JsonWriter::object_in(&mut out);
-        w.key("alias").string(alias);
-        w.key("run_id").string(&s.run_id);
-        w.key("status").string(s.status.as_str());
-        w.key("stop_reason").string(&s.stop.reason);
-        w.key("iteration").u64(s.iteration);
-        w.key("max_iterations").opt_u64(s.max_iterations);
-        w.key("phase").string(&s.phase);
-        w.key("last_score").f64(s.last_score);
-        w.key("updated_at").ts(s.updated_at);
-        w.key("idle_ms").null();
-        w.key("resume").null();
-        w.key("events").u64(s.events);
-        w.key("findings").u64(source_findings(&m, source));
-        w.key("path").string(path.as_deref().unwrap_or(""));
-        w.close();
+        let run = paths.get(&source).map(|p| {
+            if p.is_dir() {
+                RunRef::file(&p.join(LOG_NAME))
+            } else {
+                RunRef::file(p)
+            }
+        });
+        let Some(run) = run else { continue };
+        let root = run
+            .dir
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."));
+        let (standing, resume) = discover::standing(root, &run, s, now, &Default::default());
+        let findings = source_findings(&m, source) as usize;
+        let run_paths = (run.log.as_path(), run.dir.as_deref());
+        RunRow::of(
+            &run.name,
+            s,
+            findings,
+            run_paths,
+            None,
+            (standing, resume.as_deref()),
+        )
+        .write_json(&mut out);
     }
     out.extend_from_slice(b"]\n");
     out
+}
+
+fn now() -> Ts {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    Ts::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
 fn source_findings(m: &MetricState, source: SourceId) -> u64 {

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 
 use std::io::{Read, Seek, SeekFrom};
 
-use loopctl_core::{Ts, parse_line};
+use std::cell::OnceCell;
+
+use loopctl_core::analysis::liveness::{Liveness, Standing};
+use loopctl_core::{RunState, Ts, parse_line};
 use serde::Deserialize;
 
 use crate::read::{ReadOptions, rows_file};
@@ -212,6 +215,26 @@ fn resolve_spec(spec: &str, root: &Path) -> Result<RunRef> {
         )));
     }
     resolve_under(spec, root)
+}
+
+/// How `s`, a run of `run`'s log, stands at `now`: the log's status joined with a probe of the
+/// log's lock (only for a run that has not ended; `probe` keeps the answer for the log's other
+/// runs), and for an interrupted run the command that continues it (see `resume_command`).
+pub fn standing(
+    root: &Path,
+    run: &RunRef,
+    s: &RunState,
+    now: Ts,
+    probe: &OnceCell<Liveness>,
+) -> (Standing, Option<String>) {
+    let runner = if s.is_terminal() {
+        Liveness::Unknown
+    } else {
+        *probe.get_or_init(|| crate::append::liveness(&run.log))
+    };
+    let st = Standing::of(s, runner, now);
+    let resume = st.interrupted().then(|| resume_command(root, run));
+    (st, resume)
 }
 
 /// The command that continues `run` (an interrupted run) when `root` is the root in use: by

@@ -1,4 +1,6 @@
-//! Writing projections out: `run.json` bytes, and native events as Avenor lifecycle events.
+//! Writing projections out: `run.json` bytes, a run's row (`list`, `status`, `/api/runs`), and
+//! native events as Avenor lifecycle events.
 
 pub mod avenor_events;
 pub(crate) mod run_json;
+pub mod run_row;

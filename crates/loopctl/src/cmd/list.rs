@@ -5,12 +5,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 use loopctl_core::analysis::liveness::{Standing, interrupted_note};
-use loopctl_core::state::Stop;
-use loopctl_core::{JsonWriter, RunState, Ts};
+use loopctl_core::render::run_row::RunRow as Row;
+use loopctl_core::{RunState, Ts};
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::{ReadOptions, rows_file};
 use loopctl_store::snapshot::{pick_folder_run, prior_fields};
-use serde::Serialize;
 use serde_json::Value;
 
 use super::Ctx;
@@ -42,34 +41,6 @@ pub struct Args {
     /// finding_count, log_path, dir (docs/json.md).
     #[arg(long)]
     json: bool,
-}
-
-/// A run as `list` and `status` show it: the fields and meanings of docs/json.md.
-#[derive(Serialize)]
-struct Row<'a> {
-    run_id: &'a str,
-    task_alias: &'a str,
-    status: &'static str,
-    stop: &'a Stop,
-    iteration: u64,
-    max_iterations: Option<u64>,
-    phase: Option<&'a str>,
-    last_score: Option<f64>,
-    updated_at: Option<Ts>,
-    /// Milliseconds since the last event, for an interrupted run.
-    idle_ms: Option<u64>,
-    /// The command that continues an interrupted run.
-    resume: Option<&'a str>,
-    events: u64,
-    finding_count: usize,
-    log_path: &'a Path,
-    dir: Option<&'a Path>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
-    /// What the table's first column shows (the folder's name, or the run id for the runs of
-    /// one log).
-    #[serde(skip)]
-    name: &'a str,
 }
 
 /// A run folder's state rebuilt from its log, or why it could not be.
@@ -128,86 +99,6 @@ fn salvage_max(run: &RunRef, states: &mut [&mut RunState]) {
     };
     if let Some(i) = target {
         states[i].max_iterations.get_or_insert(max);
-    }
-}
-
-impl<'a> Row<'a> {
-    /// The row as compact JSON: serde_json's bytes for it (tested), written by hand because
-    /// a merged log can have tens of thousands of rows.
-    fn write_json(&self, out: &mut Vec<u8>) {
-        let Row {
-            run_id,
-            task_alias,
-            status,
-            stop,
-            iteration,
-            max_iterations,
-            phase,
-            last_score,
-            updated_at,
-            idle_ms,
-            resume,
-            events,
-            finding_count,
-            log_path,
-            dir,
-            error,
-            name: _,
-        } = self;
-        let mut w = JsonWriter::object_in(out);
-        w.key("run_id").string(run_id);
-        w.key("task_alias").string(task_alias);
-        w.key("status").string(status);
-        w.key("stop").stop(stop);
-        w.key("iteration").u64(*iteration);
-        w.key("max_iterations").opt_u64(*max_iterations);
-        w.key("phase").opt_string(*phase);
-        w.key("last_score").opt_f64(*last_score);
-        w.key("updated_at").ts(*updated_at);
-        w.key("idle_ms").opt_u64(*idle_ms);
-        w.key("resume").opt_string(*resume);
-        w.key("events").u64(*events);
-        w.key("finding_count").u64(*finding_count as u64);
-        w.key("log_path").string(&log_path.to_string_lossy());
-        w.key("dir")
-            .opt_string(dir.map(|d| d.to_string_lossy()).as_deref());
-        if let Some(e) = error {
-            w.key("error").string(e);
-        }
-        w.close();
-    }
-
-    fn of(
-        name: &'a str,
-        s: &'a RunState,
-        finding_count: usize,
-        run: (&'a Path, Option<&'a Path>),
-        error: Option<&'a str>,
-        (standing, resume): (Standing, Option<&'a str>),
-    ) -> Row<'a> {
-        Row {
-            run_id: &s.run_id,
-            task_alias: &s.task_alias,
-            status: if error.is_some() {
-                "unreadable"
-            } else {
-                standing.condition.as_str()
-            },
-            stop: &s.stop,
-            iteration: s.iteration,
-            max_iterations: s.max_iterations,
-            phase: s.quality_phase(),
-            last_score: s.score(),
-            updated_at: s.updated_at,
-            idle_ms: standing.idle_ms,
-            resume,
-            events: s.events,
-            finding_count,
-            log_path: run.0,
-            dir: run.1,
-            error,
-            name,
-        }
     }
 }
 

@@ -24,7 +24,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use loopctl_core::analysis::liveness::{Liveness, Standing};
 use loopctl_core::{RunState, Ts};
-use loopctl_store::append::liveness;
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::ReadOptions;
 use loopctl_store::snapshot::{Prior, Rebuilt, rebuild};
@@ -161,16 +160,7 @@ impl Ctx {
         now: Ts,
         probe: &OnceCell<Liveness>,
     ) -> (Standing, Option<String>) {
-        let runner = if s.is_terminal() {
-            Liveness::Unknown
-        } else {
-            *probe.get_or_init(|| liveness(&run.log))
-        };
-        let st = Standing::of(s, runner, now);
-        let resume = st
-            .interrupted()
-            .then(|| discover::resume_command(&self.root, run));
-        (st, resume)
+        discover::standing(&self.root, run, s, now, probe)
     }
 
     /// Prints findings; under `--strict` turns them into the findings exit code.
