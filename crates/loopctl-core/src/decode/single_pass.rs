@@ -1,6 +1,6 @@
 //! The fast path of `parse_line`: one pass over the line, no closures, no per-key `Cow`.
 //!
-//! It gives exactly the event `event::parse_line_reference` gives, or `None` for whatever it
+//! It gives exactly the event `reference_parser::parse_line_reference` gives, or `None` for whatever it
 //! does not handle itself: invalid JSON (the reference names the error), keys written with
 //! escapes, a repeated `payload`, Avenor lines, nesting deeper than `MAX_DEPTH`. `parse_line`
 //! then falls back to the reference, so `None` is always safe; a differential test and the
@@ -8,9 +8,9 @@
 
 use std::borrow::Cow;
 
-use crate::event::{Dialect, Event, Facts, Kind, parse_ts};
-use crate::json::{find_special, u64_of_number, unescape};
-use crate::ts::Ts;
+use super::event::{Dialect, Event, Facts, Kind};
+use super::json_scanner::{find_special, u64_of_number, unescape};
+use super::timestamp::Ts;
 
 /// Deeper values go to the reference scanner (which is iterative and has no limit).
 const MAX_DEPTH: u32 = 64;
@@ -959,7 +959,7 @@ pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a
     let mut run_id: Option<Cow<'_, str>> = None;
     let mut session: Option<Cow<'_, str>> = None;
     let mut v = false;
-    // The timestamp's text: a string's body (what `parse_ts` reads of a quoted value), or
+    // The timestamp's text: a string's body (what `Ts::parse_json` reads of a quoted value), or
     // any other value whole.
     let mut ts_text: Option<(&str, bool)> = None;
     let mut payload_seen = false;
@@ -1026,7 +1026,7 @@ pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a
     if FACTS {
         ev.ts = match ts_text {
             Some((body, true)) => Ts::parse_rfc3339(body),
-            Some((raw, false)) => parse_ts(raw),
+            Some((raw, false)) => Ts::parse_json(raw),
             None => None,
         };
     }
@@ -1035,7 +1035,7 @@ pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a
     Some(())
 }
 
-/// `event::run_key` over raw bytes, for lines whose run comes early and plainly: the first
+/// `reference_parser::run_key` over raw bytes, for lines whose run comes early and plainly: the first
 /// `run_id` string, or `Some(None)` for an object without `run_id`. `None` (session ids, escapes,
 /// containers before the run id, anything invalid) sends the line to `run_key`. The line need
 /// not be UTF-8: a line that is not is reported as damaged by whichever shard gets it.
@@ -1119,7 +1119,7 @@ pub(crate) fn run_key_fast(line: &[u8]) -> Option<Option<&[u8]>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::parse_line_reference;
+    use crate::decode::reference_parser::{parse_line_reference, run_key};
     use proptest::prelude::*;
 
     /// The contract: whatever the fast path returns, the reference returns too; the envelope
@@ -1204,7 +1204,7 @@ mod tests {
     /// Where the fast run key answers, it is `run_key`'s answer (for UTF-8 lines).
     fn key_agrees(line: &str) -> bool {
         match run_key_fast(line.as_bytes()) {
-            Some(k) => match crate::event::run_key(line) {
+            Some(k) => match run_key(line) {
                 Ok(r) => r.as_deref().map(str::as_bytes) == k,
                 // The line is damaged: parse_line rejects it wherever it is sent.
                 Err(_) => parse_line_reference(line).is_err(),
