@@ -9,9 +9,20 @@ use loopctl_tests::{files_below, repo};
 /// Import cycles known and being removed, each as its modules (sorted). A listed cycle that no
 /// longer occurs fails the test too, so that the list only shrinks.
 const KNOWN_CYCLES: &[&[&str]] = &[
-    // being removed by the fold-driver branch (stagnation uses postmortem's duration and
-    // score; postmortem uses stagnation's Verdict)
-    &["analysis::postmortem", "analysis::stagnation"],
+    // In files the fold-driver branch is reshaping, to be removed there: stagnation uses
+    // postmortem's `duration` and `score`, liveness its `duration`; postmortem uses
+    // stagnation's `Verdict` and liveness's `RunCondition`.
+    &[
+        "analysis::liveness",
+        "analysis::postmortem",
+        "analysis::stagnation",
+    ],
+    // Same branch: replay applies `fold::Line` (projection's), projection reads lines with
+    // replay's `read_event` and `damage_kind`.
+    &["fold::projection", "fold::replay"],
+    // In files the exit-rule branch is editing: next_step uses run_exit's `RunExit`, run_exit
+    // uses next_step's `ExitReason`.
+    &["rules::next_step", "rules::run_exit"],
 ];
 
 /// Files over the limit that other branches are reshaping right now; they leave this list when
@@ -32,7 +43,10 @@ fn cycles_outside(graph: &Graph, known: &[&[&str]]) -> (Vec<String>, Vec<String>
     let new = found
         .iter()
         .filter(|(mods, _)| !known.iter().any(|k| k.iter().eq(mods.iter())))
-        .map(|(_, path)| path.clone())
+        .map(|(mods, path)| match mods.len() {
+            2 => path.clone(),
+            _ => format!("{path} (all of: {})", mods.join(", ")),
+        })
         .collect();
     let gone = known
         .iter()
