@@ -1,5 +1,7 @@
 //! Helpers for loopctl's workspace-level tests.
 
+pub mod module_graph;
+
 use std::path::{Path, PathBuf};
 
 /// The repository root.

@@ -17,7 +17,14 @@ pub mod rules;
 // are merged.
 pub use analysis::{postmortem, stagnation};
 pub(crate) use decode::single_pass as fast;
-pub use decode::{event, json_scanner as json, lines, salvage, timestamp as ts};
+pub use decode::{json_scanner as json, lines, salvage, timestamp as ts};
+/// The earlier `event` module held the model and the parsers; they are now
+/// `decode::{event, reference_parser, parse_line}`.
+pub mod event {
+    pub use crate::decode::event::{Dialect, Event, Facts, Kind, LineError, NATIVE_VERSION};
+    pub use crate::decode::parse_line;
+    pub use crate::decode::reference_parser::{parse_line_reference, run_key};
+}
 pub(crate) use fold::list_rows as rows;
 pub use fold::{counts as tally, replay, run_state as state, trace};
 pub use render::avenor_events as avenor;
@@ -27,7 +34,8 @@ pub use rules::{
     transitions as transition,
 };
 
-pub use event::{Dialect, Event, Facts, Kind, LineError, parse_line};
+pub use decode::event::{Dialect, Event, Facts, Kind, LineError};
+pub use decode::parse_line;
 pub use replay::{Finding, FindingKind, Outcome, Replay, Stats, replay_bytes};
 pub use state::{RunState, Status, apply, apply_mut};
 pub use state_json::Writer as JsonWriter;

@@ -29,6 +29,22 @@ impl Ts {
         })
     }
 
+    /// A JSON value's text as an event's `ts`: a quoted RFC 3339 string, or epoch
+    /// milliseconds (Avenor's), or epoch seconds when the number is that small.
+    pub fn parse_json(raw: &str) -> Option<Ts> {
+        let raw = raw.trim();
+        if let Some(s) = raw.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+            Ts::parse_rfc3339(s)
+        } else {
+            let ms: f64 = raw.parse().ok()?;
+            Some(Ts(if ms.abs() < 1e11 {
+                (ms * 1000.0) as i64
+            } else {
+                ms as i64
+            }))
+        }
+    }
+
     /// `2026-02-18T12:01:10.123Z`: always UTC, always milliseconds.
     pub fn to_rfc3339(self) -> String {
         let mut buf = [0; 24];
