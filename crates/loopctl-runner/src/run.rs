@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use loopctl_core::event::Kind;
 use loopctl_core::loopfile::{LoopFile, Phase, PhaseKind};
-use loopctl_core::plan::{self, Cursor, Ending, ExitReason, Pos, Sentinel, Shape, Step};
+use loopctl_core::plan::{self, Cursor, Ending, ExitReason, Pos, Shape, Step};
+use loopctl_core::rules::sentinel::Sentinel;
 use loopctl_core::state::{LogMark, fingerprint};
 use loopctl_core::trace::Trace;
 use loopctl_core::{Event, RunState, Ts, apply_mut, avenor, parse_line};

@@ -262,7 +262,15 @@ fn a_scrape_of_the_corpus_passes_promtool_and_lists_its_runs() {
     assert_eq!(keys(&rows[0]), keys(&listed[0]));
     for l in &listed {
         let row = rows.iter().find(|r| r["run_id"] == l["run_id"]).unwrap();
-        for k in ["status", "stop", "iteration", "last_score", "events", "task_alias", "phase"] {
+        for k in [
+            "status",
+            "stop",
+            "iteration",
+            "last_score",
+            "events",
+            "task_alias",
+            "phase",
+        ] {
             assert_eq!(row[k], l[k], "{k} of {}", l["run_id"]);
         }
     }

@@ -3,10 +3,12 @@
 //! evaluation criteria, escalation, and the run ids a loop may be given.
 
 pub mod criteria;
+pub mod ending;
 pub mod escalation;
 pub mod loop_file;
 pub mod markers;
 pub mod next_step;
 pub mod run_exit;
 pub mod run_id;
+pub mod sentinel;
 pub mod transitions;

@@ -11,8 +11,7 @@ use serde_json::Value;
 use crate::event::{Event, Kind};
 use crate::loopfile::PhaseKind;
 use crate::markers::{Directive, Marker};
-use crate::rules::run_exit::{EndFacts, RunExit};
-use crate::state::Status;
+pub use crate::rules::ending::{Decided, Ending, ExitReason};
 
 /// Where a phase sits in the loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -49,69 +48,6 @@ impl PhaseEnd {
     pub fn interrupted(&self) -> bool {
         matches!(self.stop_reason.as_str(), "cancelled" | "timeout")
     }
-}
-
-/// Avenor's `exit_reason` vocabulary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitReason {
-    Marker,
-    Abort,
-    MaxIterations,
-    PhaseFailure,
-    Cancelled,
-    Timeout,
-    EndTurn,
-}
-
-/// An ending chosen by a decision (a `when` rule, a branch, a stop condition, a detector).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Decided {
-    /// The canonical reason the `stopped` event records (`threshold_reached`, `stagnation`, ...).
-    pub reason: String,
-    pub warning: Option<String>,
-    pub detail: Option<String>,
-    /// Ends BLOCKED (exit 5): a human must answer.
-    pub blocked: bool,
-}
-
-impl Decided {
-    /// The Avenor exit reason closest to a decided reason, for Avenor consumers.
-    pub fn exit_reason(&self) -> ExitReason {
-        if self.blocked {
-            return ExitReason::Abort;
-        }
-        match crate::state::classify_reason(&self.reason, None).1 {
-            crate::state::Status::Completed => ExitReason::Marker,
-            _ => ExitReason::MaxIterations,
-        }
-    }
-}
-
-impl ExitReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ExitReason::Marker => "marker",
-            ExitReason::Abort => "abort",
-            ExitReason::MaxIterations => "max_iterations",
-            ExitReason::PhaseFailure => "phase_failure",
-            ExitReason::Cancelled => "cancelled",
-            ExitReason::Timeout => "timeout",
-            ExitReason::EndTurn => "end_turn",
-        }
-    }
-}
-
-/// How the loop ended: what the `stopped` event, the sentinel and the exit code say.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Ending {
-    pub reason: ExitReason,
-    pub label: Option<String>,
-    /// The failing (or cancelled) phase's exit code.
-    pub exit_code: Option<i64>,
-    /// The last phase's stop reason.
-    pub stop_reason: String,
-    pub iterations_completed: u64,
-    pub decided: Option<Decided>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -522,100 +458,11 @@ pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
     }
 }
 
-/// Avenor's sentinel file and loopctl's exit code for an ending.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sentinel {
-    pub status: &'static str,
-    pub code: i32,
-    pub session: String,
-    pub stop_reason: String,
-    pub reason: Option<String>,
-    pub exit_code: Option<i64>,
-    pub run_id: String,
-}
-
-impl Sentinel {
-    /// The sentinel of an ending; its status line and code come from `RunExit`, the rule a
-    /// reader of the log applies to the `stopped` event written for the same ending.
-    pub fn for_ending(e: &Ending, session: &str, run_id: &str) -> Sentinel {
-        let exit = RunExit::of(&EndFacts {
-            exit_reason: Some(
-                e.decided
-                    .as_ref()
-                    .map_or(e.reason, Decided::exit_reason)
-                    .as_str(),
-            ),
-            reason: e.decided.as_ref().map_or("", |d| d.reason.as_str()),
-            exit_code: e.exit_code,
-            status: Status::Stopped,
-        });
-        let (stop_reason, reason, exit_code) = match (&e.decided, e.reason) {
-            (Some(d), _) => (
-                d.reason.clone(),
-                d.detail.clone().or_else(|| d.warning.clone()),
-                None,
-            ),
-            (None, ExitReason::Abort) => ("blocked".into(), e.label.clone(), None),
-            (None, ExitReason::PhaseFailure) => (
-                e.stop_reason.clone(),
-                None,
-                Some(e.exit_code.filter(|&c| c != 0).unwrap_or(1)),
-            ),
-            (None, ExitReason::Timeout) => ("timeout".into(), None, None),
-            (None, ExitReason::Cancelled) => {
-                ("cancelled".into(), None, Some(e.exit_code.unwrap_or(130)))
-            }
-            (None, _) => (e.stop_reason.clone(), None, None),
-        };
-        Sentinel {
-            status: exit.sentinel_status(),
-            code: exit.code(),
-            session: session.into(),
-            stop_reason,
-            reason,
-            exit_code,
-            run_id: run_id.into(),
-        }
-    }
-
-    /// A loop file that failed validation: nothing ran.
-    pub fn config_error(message: &str, run_id: &str) -> Sentinel {
-        Sentinel {
-            status: "FAILED",
-            code: 1,
-            session: String::new(),
-            stop_reason: "config_error".into(),
-            reason: Some(message.into()),
-            exit_code: Some(1),
-            run_id: run_id.into(),
-        }
-    }
-
-    /// The file's text: status, `SESSION=`, `STOP_REASON=`, the optional lines, `RUN=`.
-    /// Newlines in values become spaces so every value stays on its line.
-    pub fn render(&self) -> String {
-        let clean = |s: &str| s.replace(['\r', '\n'], " ");
-        let mut out = format!(
-            "{}\nSESSION={}\nSTOP_REASON={}\n",
-            self.status,
-            clean(&self.session),
-            clean(&self.stop_reason)
-        );
-        if let Some(r) = &self.reason {
-            out.push_str(&format!("REASON={}\n", clean(r)));
-        }
-        if let Some(c) = self.exit_code {
-            out.push_str(&format!("EXIT_CODE={c}\n"));
-        }
-        out.push_str(&format!("RUN={}\n", clean(&self.run_id)));
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::Event;
+    use crate::rules::sentinel::Sentinel;
     use serde_json::json;
 
     const SHAPE: Shape = Shape {

@@ -4,7 +4,7 @@
 //! apply it to the state the log's terminal event leaves, so both give the same code for the
 //! same run.
 
-use crate::plan::ExitReason;
+use crate::rules::ending::ExitReason;
 use crate::state::{RunState, Status};
 
 /// A run's end as far as its exit code goes.
@@ -112,7 +112,8 @@ impl RunExit {
 mod tests {
     use super::*;
     use crate::event::{Event, Kind};
-    use crate::plan::{Decided, Ending, Sentinel};
+    use crate::rules::ending::{Decided, Ending};
+    use crate::rules::sentinel::Sentinel;
     use crate::state::apply;
     use serde_json::{Value, json};
 
