@@ -220,3 +220,56 @@ fn files_in_crates_over_900_lines_say_why() {
         "no longer long (or now explained): remove from LONG_FILES_BEING_SPLIT: {settled:?}"
     );
 }
+
+/// A test that reads `../shared` is shown as ignored, with the reason, where `../shared` is
+/// absent (a user's clone): its package runs `tests/shared_cfg.rs` as build script and the
+/// test carries the `no_shared` ignore attribute. Without both, such a test passes silently.
+#[test]
+fn tests_that_read_shared_show_as_ignored_without_it() {
+    let root = repo();
+    let mut missing = Vec::new();
+    for f in files_below(&root.join("crates"))
+        .into_iter()
+        .chain(files_below(&root.join("tests/tests")))
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+    {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !line.contains("shared(\"") {
+                continue;
+            }
+            // The attributes above the enclosing `fn`.
+            let Some(fn_at) = (0..=i)
+                .rev()
+                .find(|&j| lines[j].trim_start().starts_with("fn "))
+            else {
+                continue;
+            };
+            let attrs = lines[fn_at.saturating_sub(6)..fn_at].join("\n");
+            if attrs.contains("#[test]") && !attrs.contains("no_shared") {
+                missing.push(format!("{}:{}", f.display(), fn_at + 1));
+            }
+        }
+        if text.contains("shared(\"") {
+            let mut dir = f.parent();
+            while let Some(d) = dir {
+                if d.join("Cargo.toml").is_file() {
+                    let manifest = std::fs::read_to_string(d.join("Cargo.toml")).unwrap();
+                    if !manifest.contains("shared_cfg.rs") {
+                        missing.push(format!("{}: no shared_cfg.rs build script", d.display()));
+                    }
+                    break;
+                }
+                dir = d.parent();
+            }
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "tests reading ../shared without the no_shared ignore attribute or build script:\n{}",
+        missing.join("\n")
+    );
+}
