@@ -63,7 +63,7 @@ fn bench(c: &mut Criterion) {
     // `stagnation FILE`: one read folding run states and traces, then every run assessed.
     g.bench_function("stagnation", |b| {
         b.iter(|| {
-            let (replay, traces) = fold_log(&log);
+            let (replay, traces) = fold_log(&log, Traces::lean("bench"));
             let outcome = replay.finish();
             let traces = traces.into_runs();
             let cfg = Config::default();
@@ -78,7 +78,7 @@ fn bench(c: &mut Criterion) {
     // `postmortem FILE`: the same read, then one run's report rendered.
     g.bench_function("postmortem", |b| {
         b.iter(|| {
-            let (replay, traces) = fold_log(&log);
+            let (replay, traces) = fold_log(&log, Traces::new("bench"));
             let outcome = replay.finish();
             let traces = traces.into_runs();
             let (id, state) = outcome.runs.iter().next_back().unwrap();
@@ -101,7 +101,7 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(single.len() as u64));
     g.bench_function("stagnation", |b| {
         b.iter(|| {
-            let (_, traces) = fold_log(&single);
+            let (_, traces) = fold_log(&single, Traces::lean("bench"));
             let cfg = Config::default();
             traces
                 .into_runs()
@@ -113,9 +113,9 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-/// What `stagnation` and `postmortem` fold a log into, in one pass.
-fn fold_log(log: &[u8]) -> (Replay, Traces) {
-    let mut p = (Replay::new("bench"), Traces::new("bench"));
+/// What `stagnation` (lean traces) and `postmortem` (full traces) fold a log into, in one pass.
+fn fold_log(log: &[u8], traces: Traces) -> (Replay, Traces) {
+    let mut p = (Replay::new("bench"), traces);
     fold_bytes(&mut p, log, 1 << 20);
     p
 }

@@ -336,36 +336,39 @@ fn repeated_failure(trace: &Trace, cfg: &Config) -> Finding {
         }
     }
     // Errors: per phase, the trailing run of failed attempts with the same normalised error.
-    let mut names: Vec<&str> = Vec::new();
+    // One pass over the attempts (a long run has hundreds of thousands), phases in order of
+    // first appearance: (name, run, key).
+    let mut per: Vec<(&str, Vec<&Attempt>, String)> = Vec::new();
     for a in trace.phases() {
-        if !names.contains(&a.name.as_str()) {
-            names.push(&a.name);
+        let i = match per.iter().position(|(n, ..)| *n == a.name) {
+            Some(i) => i,
+            None => {
+                per.push((&a.name, Vec::new(), String::new()));
+                per.len() - 1
+            }
+        };
+        if !a.finished {
+            continue;
+        }
+        let (_, run, key) = &mut per[i];
+        match a.error_text() {
+            Some(text) => {
+                let k = normalise_error(&text);
+                if k == *key {
+                    run.push(a);
+                } else {
+                    *run = vec![a];
+                    *key = k;
+                }
+            }
+            None => {
+                run.clear();
+                key.clear();
+            }
         }
     }
     let mut worst: Option<(Vec<&Attempt>, String)> = None;
-    for name in names {
-        let mut run: Vec<&Attempt> = Vec::new();
-        let mut key = String::new();
-        for a in trace.phases().iter().filter(|a| a.name == name) {
-            if !a.finished {
-                continue;
-            }
-            match a.error_text() {
-                Some(text) => {
-                    let k = normalise_error(&text);
-                    if k == key {
-                        run.push(a);
-                    } else {
-                        run = vec![a];
-                        key = k;
-                    }
-                }
-                None => {
-                    run.clear();
-                    key.clear();
-                }
-            }
-        }
+    for (_, run, key) in per {
         if run.len() >= repeat && worst.as_ref().is_none_or(|(w, _)| run.len() > w.len()) {
             worst = Some((run, key));
         }
@@ -923,6 +926,64 @@ mod tests {
             serde_json::to_value(Reset::OnProgress).ok(),
             Some(serde_json::json!("on_progress"))
         );
+    }
+
+    /// One line of a random aif-loop or native run: steps, scores, failed rules, errors.
+    fn random_line(k: u8, step: u8, it: u8, x: u8, seq: usize) -> String {
+        let step = ["PLAN", "EVALUATE", "REFINE"][usize::from(step % 3)];
+        let err = ["timeout after 3s", "timeout after 9s", "panic"][usize::from(x % 3)];
+        let head = format!(
+            r#""ts":"2026-01-01T00:{:02}:{:02}Z","run_id":"r","iteration":{it},"phase":"{}","step":"{step}""#,
+            seq / 60 % 60,
+            seq % 60,
+            if x.is_multiple_of(7) { "B" } else { "A" }
+        );
+        match k % 8 {
+            0 | 1 => format!(
+                r#"{{{head},"event":"evaluation_done","payload":{{"score":0.{:02},"failed_rules":{}}}}}"#,
+                x % 20,
+                if x.is_multiple_of(2) {
+                    r#"["R1"]"#
+                } else {
+                    "[]"
+                }
+            ),
+            2 => format!(r#"{{{head},"event":"phase_error","payload":{{"error":"{err}"}}}}"#),
+            3 if x.is_multiple_of(5) => format!(
+                r#"{{"v":1,"seq":{seq},"run_id":"r","event":"phase_finished","iteration":{it},"step":"{step}","payload":{{"exit_code":{},"error":"{err}","commit":"c{}"}}}}"#,
+                x % 2,
+                x % 3
+            ),
+            4 => format!(r#"{{{head},"event":"failed","payload":{{"reason":"{err}"}}}}"#),
+            _ => format!(r#"{{{head},"event":"plan_created"}}"#),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// A lean trace (what `stagnation` folds) gets the verdict of the full trace.
+        #[test]
+        fn a_lean_trace_gets_the_full_traces_verdict(
+            lines in proptest::collection::vec((0u8..8, 0u8..3, 0u8..6, 0u8..30), 1..120),
+            repeat in 1u64..4,
+        ) {
+            let mut log = String::new();
+            for (n, &(k, step, it, x)) in lines.iter().enumerate() {
+                log += &random_line(k, step, it, x, n);
+                log.push('\n');
+            }
+            let full = traces_from_bytes("t", log.as_bytes());
+            let mut lean = crate::trace::Traces::lean("t");
+            crate::fold::fold_bytes(&mut lean, log.as_bytes(), crate::lines::DEFAULT_MAX_LINE);
+            let lean = lean.into_runs();
+            proptest::prop_assert_eq!(full.len(), lean.len());
+            let cfg = Config { repeat, ..Config::default() };
+            for (id, t) in &full {
+                let v = assess(t, &cfg, Some(Ts(0)), Liveness::Alive);
+                let w = assess(&lean[id], &cfg, Some(Ts(0)), Liveness::Alive);
+                proptest::prop_assert_eq!(&v, &w, "run {}", id);
+            }
+        }
     }
 
     #[test]

@@ -162,7 +162,7 @@ impl Projection for Traces {
 
 impl Split for Traces {
     fn fork(&self) -> Self {
-        Traces::new(self.default_run())
+        Traces::fork(self)
     }
     fn join(&mut self, other: Self) {
         Traces::join(self, other);

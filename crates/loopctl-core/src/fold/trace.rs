@@ -267,6 +267,12 @@ pub struct Trace {
     /// look-up by `u64` then a short scan allocates nothing.
     #[serde(skip)]
     step_count: FxHashMap<Option<u64>, Vec<(String, String, u64)>>,
+    /// Folds only what `stagnation::assess` reads (`Trace::lean`).
+    #[serde(skip)]
+    lean: bool,
+    /// Lean: per step name, whether its last kept step ended without an error.
+    #[serde(skip)]
+    step_ok: Vec<(String, bool)>,
 }
 
 fn s(v: &Value, k: &str) -> Option<String> {
@@ -296,17 +302,15 @@ fn strings(v: Option<&Value>) -> Vec<String> {
     }
 }
 
-/// Whether `Trace::apply` reads the payload of an event of this kind.
-fn needs_payload(kind: Kind, loop_started: bool) -> bool {
+/// Whether `Trace::apply` reads the payload of an event of this kind (`lean`: only what the
+/// stagnation detectors read).
+fn needs_payload(kind: Kind, loop_started: bool, lean: bool) -> bool {
     match kind {
-        Kind::EvaluationDone
-        | Kind::PhaseSwitched
+        Kind::EvaluationDone | Kind::PhaseRetry | Kind::Escalated | Kind::Transition => !lean,
+        Kind::PhaseSwitched
         | Kind::PhaseStarted
         | Kind::PhaseFinished
-        | Kind::PhaseRetry
         | Kind::PhaseError
-        | Kind::Escalated
-        | Kind::Transition
         | Kind::Stopped
         | Kind::Failed => true,
         Kind::SessionEnded => !loop_started,
@@ -331,6 +335,19 @@ fn marker_text(v: &Value) -> Option<String> {
 impl Trace {
     pub fn new() -> Trace {
         Trace::default()
+    }
+
+    /// A trace that folds only what `stagnation::assess` reads, for `stagnation` over long
+    /// runs: `assess` gives it the verdict of a full trace, but it is no postmortem's input. It
+    /// decodes no evaluation, retry, escalation or transition payload (evaluations keep what the
+    /// parser's facts hold), numbers no derived step, and of consecutive derived steps of one
+    /// name that end without an error keeps the first (the repeated-failure detector reads them
+    /// as one).
+    pub fn lean() -> Trace {
+        Trace {
+            lean: true,
+            ..Trace::default()
+        }
     }
 
     /// The run's phase timeline: explicit attempts when the log has any, else derived steps.
@@ -390,7 +407,7 @@ impl Trace {
 
         // Most events need nothing from their payload here (the facts have what they do):
         // decoding it is most of the cost of a trace.
-        let p = if needs_payload(ev.kind, self.loop_started) {
+        let p = if needs_payload(ev.kind, self.loop_started, self.lean) {
             ev.payload_value()
         } else {
             Value::Null
@@ -418,6 +435,7 @@ impl Trace {
             }
             Kind::PhaseStarted => self.phase_started(ev, &p),
             Kind::PhaseFinished => self.phase_finished(ev, &p),
+            Kind::PhaseRetry | Kind::Escalated | Kind::Transition if self.lean => {}
             Kind::PhaseRetry => self.retries.push(Retry {
                 seq: ev.seq,
                 ts: ev.ts,
@@ -700,6 +718,20 @@ impl Trace {
                 };
                 self.open_step.unwrap_or(0)
             }
+            None if self.lean => {
+                self.drop_repeated_ok_step();
+                self.steps.push(Attempt {
+                    name: name.to_string(),
+                    iteration,
+                    phase: Some(self.phase.clone()),
+                    derived: true,
+                    start_seq: ev.seq,
+                    end_seq: ev.seq,
+                    finished: true,
+                    ..Attempt::default()
+                });
+                self.steps.len() - 1
+            }
             None => {
                 let phase = Some(self.phase.clone());
                 let seen = self.step_count.entry(iteration).or_default();
@@ -745,6 +777,23 @@ impl Trace {
             self.open_step = None;
         }
     }
+
+    /// Lean: the last derived step has ended (another begins). When it and the kept step of
+    /// its name before it both ended without an error, it is dropped: a long run keeps a
+    /// handful of steps, not one per event.
+    fn drop_repeated_ok_step(&mut self) {
+        let Some(last) = self.steps.last() else {
+            return;
+        };
+        let ok = !last.failed();
+        match self.step_ok.iter_mut().find(|(n, _)| *n == last.name) {
+            Some((_, prev_ok)) if ok && *prev_ok => {
+                self.steps.pop();
+            }
+            Some((_, prev_ok)) => *prev_ok = ok,
+            None => self.step_ok.push((last.name.clone(), ok)),
+        }
+    }
 }
 
 /// Traces of every run in a log: events are routed by `run_id` (else `session_id`), and events
@@ -752,6 +801,8 @@ impl Trace {
 #[derive(Debug, Clone, Default)]
 pub struct Traces {
     default_run: String,
+    /// Every run's trace is `Trace::lean`.
+    lean: bool,
     /// By run id; hashed while folding (a log can hold thousands of runs), sorted by
     /// `into_runs`.
     runs: FxHashMap<String, Trace>,
@@ -761,7 +812,24 @@ impl Traces {
     pub fn new(default_run: &str) -> Traces {
         Traces {
             default_run: default_run.to_string(),
+            lean: false,
             runs: FxHashMap::default(),
+        }
+    }
+
+    /// Traces that are `Trace::lean`: what `stagnation` reads.
+    pub fn lean(default_run: &str) -> Traces {
+        Traces {
+            lean: true,
+            ..Traces::new(default_run)
+        }
+    }
+
+    /// An empty set of the same kind, for another shard of a fold.
+    pub fn fork(&self) -> Traces {
+        Traces {
+            lean: self.lean,
+            ..Traces::new(&self.default_run)
         }
     }
 
@@ -769,7 +837,13 @@ impl Traces {
         let key = ev.run_id.as_deref().unwrap_or(&self.default_run);
         let t = match self.runs.get_mut(key) {
             Some(t) => t,
-            None => self.runs.entry(key.to_string()).or_default(),
+            None => self.runs.entry(key.to_string()).or_insert_with(|| {
+                if self.lean {
+                    Trace::lean()
+                } else {
+                    Trace::default()
+                }
+            }),
         };
         if t.run_id.is_none() {
             t.run_id = Some(key.to_string());

@@ -145,6 +145,12 @@ fn projections(run: &RunRef) -> (Replay, Traces) {
     (Replay::new(&run.name), Traces::new(&run.name))
 }
 
+/// What `stagnation` folds a log into: run states and lean traces (only what the detectors
+/// read), in one read.
+fn lean_projections(run: &RunRef) -> (Replay, Traces) {
+    (Replay::new(&run.name), Traces::lean(&run.name))
+}
+
 /// `run`'s log replayed into states and traces, read once; damaged lines are reported on
 /// stderr (file, line, byte offset, reason) and skipped.
 fn loaded(run: RunRef, folded: loopctl_store::Result<(Replay, Traces)>) -> anyhow::Result<Loaded> {
@@ -240,7 +246,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         runs.extend(runs_of(ctx, spec)?);
     }
     // Every log read once, the logs spread over the threads.
-    let folded = fold_runs(&runs, &ctx.read, projections);
+    let folded = fold_runs(&runs, &ctx.read, lean_projections);
     for (run, folded) in runs.into_iter().zip(folded) {
         let loaded = loaded(run, folded)?;
         findings += loaded.outcome.findings.len();
