@@ -194,6 +194,26 @@ pub struct ErrorRow {
     pub seq: Option<u64>,
 }
 
+/// Iterations shown at each end of a longer timeline in text and Markdown (the middle is
+/// elided, and said so) unless the whole is asked for (`Report::render_full`); JSON always
+/// holds every iteration.
+pub const TIMELINE_EDGE: usize = 20;
+
+/// The rows a timeline shows: all of them, or when there are more than `2 * TIMELINE_EDGE`
+/// and `full` is false, the first and last `TIMELINE_EDGE` and how many were left out.
+fn timeline_parts(rows: &[IterationRow], full: bool) -> (&[IterationRow], usize, &[IterationRow]) {
+    if full || rows.len() <= 2 * TIMELINE_EDGE {
+        return (rows, 0, &[]);
+    }
+    let tail = rows.len() - TIMELINE_EDGE;
+    (&rows[..TIMELINE_EDGE], tail - TIMELINE_EDGE, &rows[tail..])
+}
+
+/// The line that stands for the elided middle of a timeline.
+fn elided_line(n: usize) -> String {
+    format!("... {n} iteration(s) elided (--full-timeline shows all) ...")
+}
+
 /// Output format of `render`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -450,10 +470,17 @@ impl Report {
         }
     }
 
+    /// The report; a long timeline shows its first and last `TIMELINE_EDGE` iterations in text
+    /// and Markdown.
     pub fn render(&self, format: Format) -> String {
+        self.render_full(format, false)
+    }
+
+    /// `render`, with every iteration of the timeline when `full` is true.
+    pub fn render_full(&self, format: Format, full: bool) -> String {
         match format {
-            Format::Text => self.to_text(),
-            Format::Markdown => self.to_markdown(),
+            Format::Text => self.text(full),
+            Format::Markdown => self.markdown(full),
             Format::Json => self.to_json(),
         }
     }
@@ -503,6 +530,10 @@ impl Report {
 
     /// Terminal text (no colours: the CLI adds none, so the text is the same everywhere).
     pub fn to_text(&self) -> String {
+        self.text(false)
+    }
+
+    fn text(&self, full: bool) -> String {
         let mut o = String::new();
         let _ = writeln!(o, "Postmortem of {} ({})", self.run_id, self.task_alias);
         let _ = writeln!(o, "  outcome     {}", self.headline());
@@ -528,7 +559,11 @@ impl Report {
                 .max()
                 .unwrap_or(5)
                 .clamp(5, 24);
-            for r in &self.timeline {
+            let (head, elided, tail) = timeline_parts(&self.timeline, full);
+            for (i, r) in head.iter().chain(tail).enumerate() {
+                if i == head.len() && elided > 0 {
+                    let _ = writeln!(o, "  {}", elided_line(elided));
+                }
                 let _ = writeln!(
                     o,
                     "  iteration {}{}",
@@ -665,6 +700,10 @@ impl Report {
 
     /// Markdown to paste into an issue.
     pub fn to_markdown(&self) -> String {
+        self.markdown(false)
+    }
+
+    fn markdown(&self, full: bool) -> String {
         let mut o = String::new();
         let _ = writeln!(o, "## Postmortem: `{}`\n", md(&self.run_id));
         let _ = writeln!(o, "| | |\n|---|---|");
@@ -720,7 +759,11 @@ impl Report {
                 o,
                 "| Iteration | Phase | Attempt | Duration | Outcome | Notes |\n|---|---|---|---|---|---|"
             );
-            for r in &self.timeline {
+            let (head, elided, tail) = timeline_parts(&self.timeline, full);
+            for (i, r) in head.iter().chain(tail).enumerate() {
+                if i == head.len() && elided > 0 {
+                    let _ = writeln!(o, "| | *{}* | | | | |", elided_line(elided));
+                }
                 let it = r.iteration.map_or("-".into(), |i| i.to_string());
                 for p in &r.phases {
                     let _ = writeln!(
@@ -1147,6 +1190,66 @@ mod tests {
         assert_eq!(v["stop"]["reason"], "iteration_limit");
         assert_eq!(v["scores"]["sparkline"], "▅▆");
         assert_eq!(v["distance_to_success"]["blocking_rules"][0], "R2");
+    }
+
+    /// A run of `n` iterations, one evaluation each.
+    fn iterations(n: u64) -> Report {
+        let mut log = String::new();
+        for i in 1..=n {
+            log += &format!(
+                r#"{{"ts":"2026-01-01T00:00:{:02}Z","run_id":"l","iteration":{i},"phase":"A","step":"EVALUATE","event":"evaluation_done","payload":{{"score":0.5}}}}"#,
+                i % 60
+            );
+            log.push('\n');
+        }
+        report(&log)
+    }
+
+    /// The iterations a text or Markdown timeline shows, in order.
+    fn shown(report: &str) -> Vec<u64> {
+        report
+            .lines()
+            .filter_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                match w.as_slice() {
+                    ["iteration", i, ..] => i.parse().ok(),
+                    ["|", i, "|", "EVALUATE", ..] => i.parse().ok(),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_long_timeline_shows_its_ends_and_says_how_many_were_elided() {
+        let r = iterations(45);
+        let ends: Vec<u64> = (1..=20).chain(26..=45).collect();
+        for (text, elided) in [
+            (
+                r.to_text(),
+                "\n  ... 5 iteration(s) elided (--full-timeline shows all) ...\n  iteration 26 ",
+            ),
+            (
+                r.to_markdown(),
+                "| 20 | *evaluation (A)* | | | - | score 0.5 |\n| | *... 5 iteration(s) elided (--full-timeline shows all) ...* | | | | |\n| 26 |",
+            ),
+        ] {
+            assert_eq!(shown(&text), ends, "{text}");
+            assert!(text.contains(elided), "{text}");
+        }
+        let all: Vec<u64> = (1..=45).collect();
+        for f in [Format::Text, Format::Markdown] {
+            let full = r.render_full(f, true);
+            assert_eq!(shown(&full), all, "{full}");
+            assert!(!full.contains("elided"), "{full}");
+        }
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap_or_default();
+        assert_eq!(v["timeline"].as_array().map(Vec::len), Some(45));
+        // 40 iterations are shown whole, as they always were.
+        let r = iterations(40);
+        assert_eq!(r.to_text(), r.render_full(Format::Text, true));
+        assert_eq!(r.to_markdown(), r.render_full(Format::Markdown, true));
+        assert_eq!(shown(&r.to_text()).len(), 40);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use clap::Args as ClapArgs;
 use loopctl_core::postmortem::{Format, Report};
 use loopctl_core::stagnation::assess;
+use loopctl_core::trace::Trace;
 use loopctl_store::snapshot::folder_run;
 
 use super::Ctx;
@@ -41,6 +42,10 @@ pub struct Args {
     /// Same as --format json.
     #[arg(long, conflicts_with = "format")]
     json: bool,
+    /// Show every iteration of the timeline in text and md (a timeline of more than 40
+    /// iterations shows the first and last 20 and how many were elided; JSON has them all).
+    #[arg(long)]
+    full_timeline: bool,
     #[command(flatten)]
     config: ConfigArgs,
 }
@@ -68,22 +73,20 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             s
         }
     };
-    let trace = loaded
-        .traces
-        .get(&state.run_id)
-        .cloned()
-        .unwrap_or_default();
+    // Borrowed: a long run's trace is tens of megabytes.
+    let no_events = Trace::default();
+    let trace = loaded.traces.get(&state.run_id).unwrap_or(&no_events);
     let now = now();
     let (standing, _) = ctx.standing(&loaded.run, state, now, &Default::default());
-    let verdict = assess(&trace, &a.config.config()?, Some(now), standing.runner);
-    let mut report = Report::build(state, &trace, &verdict);
+    let verdict = assess(trace, &a.config.config()?, Some(now), standing.runner);
+    let mut report = Report::build(state, trace, &verdict);
     report.stop.status = standing.condition.as_str().to_string();
     let format = match (a.json, a.format) {
         (true, _) | (_, Some(FormatArg::Json)) => Format::Json,
         (_, Some(FormatArg::Md)) => Format::Markdown,
         _ => Format::Text,
     };
-    output::print(&report.render(format));
+    output::print(&report.render_full(format, a.full_timeline));
     let code = if ctx.strict && !loaded.outcome.findings.is_empty() {
         output::error(&format!(
             "{} finding(s) in {} (--strict)",
