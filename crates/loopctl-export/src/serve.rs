@@ -16,10 +16,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use loopctl_core::Ts;
 use loopctl_core::lines::Pos;
 use loopctl_core::render::run_row::RunRow;
 use loopctl_follow::{Follower, Item, Start};
+use loopctl_store::clock::now;
 use loopctl_store::discover::{self, LOG_NAME, RunRef};
 
 use crate::encode::{self, OPENMETRICS_CONTENT_TYPE, Shared, TEXT_CONTENT_TYPE};
@@ -512,13 +512,6 @@ fn runs_json(http: &Http) -> Vec<u8> {
     }
     out.extend_from_slice(b"]\n");
     out
-}
-
-fn now() -> Ts {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    Ts::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
 fn source_findings(m: &MetricState, source: SourceId) -> u64 {

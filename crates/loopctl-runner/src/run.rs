@@ -13,7 +13,7 @@ use loopctl_core::plan::{self, Cursor, Ending, ExitReason, Pos, Shape, Step};
 use loopctl_core::rules::sentinel::Sentinel;
 use loopctl_core::state::{LogMark, fingerprint};
 use loopctl_core::trace::Trace;
-use loopctl_core::{Event, RunState, Ts, apply_mut, avenor, parse_line};
+use loopctl_core::{Event, RunState, apply_mut, avenor, parse_line};
 use loopctl_store::StoreError;
 use loopctl_store::append::{Fsync, LogWriter};
 use loopctl_store::discover::{self, CURRENT, Current, LOG_NAME, RUN_JSON, RunRef};
@@ -144,11 +144,8 @@ pub struct Runner {
     snapshots: SnapshotWriter,
 }
 
-/// The wall clock, in milliseconds: the edge where `now` enters loopctl.
-pub fn now() -> Ts {
-    let ms = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
-    Ts::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
-}
+/// The wall clock (the store's: one clock for every library).
+pub use loopctl_store::clock::now;
 
 /// `<stem>-<yyyyMMdd-HHmmss>`, aif-loop's id shape, so `task_alias` comes out as the stem.
 pub fn new_run_id(stem: &str) -> String {

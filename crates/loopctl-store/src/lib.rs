@@ -1,11 +1,12 @@
 //! loopctl's storage edge: every byte on disk goes through here.
 //!
 //! Reading and replaying logs (`read`), `run.json` snapshots and recovery (`snapshot`),
-//! appending events safely (`append`), finding runs under a root (`discover`), and what
+//! appending events safely (`append`), the wall clock (`clock`), finding runs under a root (`discover`), and what
 //! `clean` may delete (`clean`).
 
 pub mod append;
 pub mod clean;
+pub mod clock;
 pub mod discover;
 pub mod fold;
 pub mod read;

@@ -317,6 +317,30 @@ pub fn replay_run(run: &RunRef, max_line: usize) -> Result<(Outcome, Option<RunS
     Ok((outcome, state))
 }
 
+/// Fills the `max_iterations` a log leaves unset (no `run_started`) from the log's state file
+/// (`run.run_json`), as `rebuild` does for `replay` and `status`: for the run that file names,
+/// else for the folder's run (`pick_folder_run`). `states` are the log's runs in run id order.
+/// Only the shared file is read; `rebuild` also reads a run's own file (`state_path`).
+pub fn salvage_max_iterations(run: &RunRef, states: &mut [&mut RunState]) {
+    if states.iter().all(|s| s.max_iterations.is_some()) {
+        return;
+    }
+    let Some(fields) = run.run_json.as_deref().and_then(prior_fields) else {
+        return;
+    };
+    let Some(max) = fields.get("max_iterations").and_then(Value::as_u64) else {
+        return;
+    };
+    let target = match fields.get("run_id").and_then(Value::as_str) {
+        Some(id) => states.iter().position(|s| s.run_id == id),
+        None => pick_folder_run(states.iter().map(|s| &**s), &run.name)
+            .and_then(|p| states.iter().position(|s| std::ptr::eq(&**s, p))),
+    };
+    if let Some(i) = target {
+        states[i].max_iterations.get_or_insert(max);
+    }
+}
+
 /// The run a folder's log is about: its only run; else the one whose alias or id is the
 /// folder's name; else the most recently updated.
 pub fn folder_run<'o>(outcome: &'o Outcome, name: &str) -> Option<&'o RunState> {
@@ -437,4 +461,41 @@ pub fn keep_aside(path: &Path) -> Result<PathBuf> {
         .and_then(|f| f.sync_all())
         .map_err(io_err(&target))?;
     Ok(target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_with(json: &str) -> (tempfile::TempDir, RunRef) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("run.json"), json).unwrap();
+        let run = RunRef::file(&dir.path().join("history.jsonl"));
+        (dir, run)
+    }
+
+    fn state(id: &str, max: Option<u64>) -> RunState {
+        let mut s = RunState::new(id);
+        s.max_iterations = max;
+        s
+    }
+
+    #[test]
+    fn max_iterations_is_salvaged_for_the_run_the_state_file_names() {
+        let (_d, run) = run_with(r#"{"run_id":"b","max_iterations":7}"#);
+        let (mut a, mut b) = (state("a", None), state("b", None));
+        salvage_max_iterations(&run, &mut [&mut a, &mut b]);
+        assert_eq!((a.max_iterations, b.max_iterations), (None, Some(7)));
+    }
+
+    #[test]
+    fn a_state_file_naming_no_run_fills_the_folders_run_and_never_overrides_the_log() {
+        let (_d, run) = run_with(r#"{"max_iterations":7,"#);
+        let mut only = state("x", None);
+        salvage_max_iterations(&run, &mut [&mut only]);
+        assert_eq!(only.max_iterations, Some(7));
+        let mut logged = state("x", Some(3));
+        salvage_max_iterations(&run, &mut [&mut logged]);
+        assert_eq!(logged.max_iterations, Some(3));
+    }
 }

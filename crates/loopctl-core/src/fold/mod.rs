@@ -1,10 +1,12 @@
 //! Events → projections: the run state and its reducer, replay of a whole log (one state per
 //! run, with findings), counts for `check`, `list` rows from chunks, and the per-run trace that
-//! postmortem and stagnation read. `projection`: the one trait they are folded through, by the
-//! store's fold driver (re-exported here: `fold::Projection`).
+//! postmortem and stagnation read; `live_runs`, the states of followed runs fed a line at a
+//! time (`tail`). `projection`: the one trait they are folded through, by the store's fold
+//! driver (re-exported here: `fold::Projection`).
 
 pub mod counts;
 pub(crate) mod list_rows;
+pub mod live_runs;
 pub mod projection;
 pub mod replay;
 pub mod run_state;

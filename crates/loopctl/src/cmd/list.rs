@@ -9,8 +9,7 @@ use loopctl_core::render::run_row::RunRow as Row;
 use loopctl_core::{RunState, Ts};
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::{ReadOptions, rows_file};
-use loopctl_store::snapshot::{pick_folder_run, prior_fields};
-use serde_json::Value;
+use loopctl_store::snapshot::{pick_folder_run, salvage_max_iterations};
 
 use super::Ctx;
 use crate::exit;
@@ -68,7 +67,7 @@ fn probe(ctx: &Ctx, run: &RunRef, opts: &ReadOptions, now: Ts) -> Probe {
         Err(e) => (None, 0, Some(e.to_string())),
     };
     let mut state = state.unwrap_or_else(|| RunState::new(&run.name));
-    salvage_max(run, &mut [&mut state]);
+    salvage_max_iterations(run, &mut [&mut state]);
     let (standing, resume) = ctx.standing(run, &state, now, &Default::default());
     Probe {
         state,
@@ -76,29 +75,6 @@ fn probe(ctx: &Ctx, run: &RunRef, opts: &ReadOptions, now: Ts) -> Probe {
         error,
         standing,
         resume,
-    }
-}
-
-/// Fills the `max_iterations` a log leaves unset (no `run_started`) from the run.json beside
-/// it, as `replay` and `status` do (`snapshot::rebuild`): for the run that file names, else
-/// for the folder's run. `states` are the log's runs in run id order.
-fn salvage_max(run: &RunRef, states: &mut [&mut RunState]) {
-    if states.iter().all(|s| s.max_iterations.is_some()) {
-        return;
-    }
-    let Some(fields) = run.run_json.as_deref().and_then(prior_fields) else {
-        return;
-    };
-    let Some(max) = fields.get("max_iterations").and_then(Value::as_u64) else {
-        return;
-    };
-    let target = match fields.get("run_id").and_then(Value::as_str) {
-        Some(id) => states.iter().position(|s| s.run_id == id),
-        None => pick_folder_run(states.iter().map(|s| &**s), &run.name)
-            .and_then(|p| states.iter().position(|s| std::ptr::eq(&**s, p))),
-    };
-    if let Some(i) = target {
-        states[i].max_iterations.get_or_insert(max);
     }
 }
 
@@ -111,7 +87,7 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
     let opts = ctx.opts_for(&run);
     let mut outcome = rows_file(log, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut states: Vec<&mut RunState> = outcome.runs.iter_mut().map(|s| &mut **s).collect();
-    salvage_max(&run, &mut states);
+    salvage_max_iterations(&run, &mut states);
     let mut per_run: HashMap<&str, usize> = HashMap::new();
     let mut damaged = 0;
     for f in &outcome.findings {
@@ -120,7 +96,7 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
             None => damaged += 1,
         }
     }
-    let now = loopctl_runner::now();
+    let now = loopctl_store::clock::now();
     let runner = Default::default();
     let standings: Vec<(Standing, Option<String>)> = outcome
         .runs
@@ -189,7 +165,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let next = AtomicUsize::new(0);
-    let now = loopctl_runner::now();
+    let now = loopctl_store::clock::now();
     let threads = ctx.read.threads.min(runs.len()).max(1);
     let mut probes: Vec<(usize, Probe)> = std::thread::scope(|sc| {
         let workers: Vec<_> = (0..threads)

@@ -187,7 +187,7 @@ fn runs_of(ctx: &Ctx, spec: Option<&str>) -> anyhow::Result<Vec<RunRef>> {
     Ok(vec![ctx.resolve(spec)?])
 }
 
-pub use loopctl_runner::now;
+pub use loopctl_store::clock::now;
 
 /// Text for one run's verdict; `condition` is how the run stands (running, interrupted, ...).
 pub fn verdict_text(

@@ -48,7 +48,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     ctx.note_one_of(&run, rebuilt.outcome.runs.len(), &s.run_id);
     // current.json is a hint: the log decides whether the run it names is still going.
     let stale_current = sel.why == discover::Why::Current && s.is_terminal();
-    let (standing, resume) = ctx.standing(&run, s, loopctl_runner::now(), &Default::default());
+    let (standing, resume) =
+        ctx.standing(&run, s, loopctl_store::clock::now(), &Default::default());
     let condition = standing.condition.as_str();
     if a.json {
         // list's row fields (docs/json.md), then what only status shows.

@@ -1,6 +1,6 @@
 //! `loopctl tail`: follow live runs, one line per event, for people (`--json` for scripts).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -8,14 +8,13 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args as ClapArgs;
 use loopctl_core::event::{Event, Kind};
+use loopctl_core::fold::live_runs::LiveRuns;
 use loopctl_core::fold::{Damage, Line, Projection};
 use loopctl_core::lines::{LineText, Pos, decode};
-use loopctl_core::rules::run_exit::{EndFacts, RunExit};
-use loopctl_core::{RunState, Ts, apply_mut, parse_line};
+use loopctl_core::{Ts, parse_line};
 use loopctl_follow::{Follower, Item, Start, tail_offset};
 use loopctl_store::discover::{self, LOG_NAME};
 use loopctl_store::fold::fold_prefix;
-use serde_json::Value;
 
 use super::Ctx;
 use super::timeline::{Colors, human, iteration_header};
@@ -110,7 +109,7 @@ fn parse_since(s: &str) -> anyhow::Result<Ts> {
     let d = humantime::parse_duration(s).with_context(|| {
         format!("--since {s:?}: neither an RFC 3339 time nor a duration (10m, 2h)")
     })?;
-    let now = loopctl_runner::now().millis();
+    let now = loopctl_store::clock::now().millis();
     Ok(Ts::from_millis(now.saturating_sub(
         i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
     )))
@@ -127,10 +126,9 @@ struct Tail {
     filter: Filter,
     mode: Mode,
     logs: Vec<Log>,
-    states: HashMap<String, RunState>,
+    /// The followed runs' states, and the exit code of the run that ended last.
+    runs: LiveRuns,
     colors: Colors,
-    /// Exit code of each run that ended, from its terminal event.
-    ended: HashMap<String, i32>,
     out: anstream::AutoStream<std::io::Stdout>,
     /// The first failed write to `out`: nothing more is written.
     write_error: Option<std::io::Error>,
@@ -143,12 +141,6 @@ enum Mode {
     Human,
     Json,
     Raw,
-}
-
-/// The exit code a run's sentinel gives, from its terminal event: the library's one rule.
-fn exit_code_of(ev: &Event<'_>, state: &RunState) -> i32 {
-    let exit_code = ev.payload_value().get("exit_code").and_then(Value::as_i64);
-    EndFacts::of_state(state, exit_code).map_or(0, |f| RunExit::of(&f).code())
 }
 
 impl Tail {
@@ -175,19 +167,7 @@ impl Tail {
         if self.logs[log].only.as_ref().is_some_and(|o| *o != key) {
             return;
         }
-        let state = self
-            .states
-            .entry(key.clone())
-            .or_insert_with(|| RunState::new(&key));
-        let before = state.iteration;
-        apply_mut(state, ev);
-        let new_iteration = state.iteration > before && state.iteration > 0;
-        if ev.kind.is_terminal() {
-            let code = exit_code_of(ev, state);
-            self.ended.insert(key.clone(), code);
-        } else if matches!(ev.kind, Kind::RunStarted | Kind::RunResumed) {
-            self.ended.remove(&key);
-        }
+        let new_iteration = self.runs.apply(&key, ev);
         if quiet || !self.filter.keep(ev) {
             return;
         }
@@ -202,7 +182,9 @@ impl Tail {
             }
             Mode::Human => {
                 let color = self.colors.of(&key);
-                let state = &self.states[&key];
+                let Some(state) = self.runs.state(&key) else {
+                    return;
+                };
                 let mut s = String::new();
                 if new_iteration && self.filter.phase.is_none() {
                     s.push_str(&iteration_header(&key, state, color));
@@ -337,9 +319,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         filter,
         mode,
         logs: Vec::new(),
-        states: HashMap::new(),
+        runs: LiveRuns::default(),
         colors: Colors::default(),
-        ended: HashMap::new(),
         out: anstream::stdout(),
         write_error: None,
         status: None,
@@ -448,17 +429,10 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
 
 /// With --until-done: every followed run has ended; the code of the last one that did.
 fn done_code(tail: &Tail, files: &[Target]) -> Option<i32> {
-    if tail.states.is_empty() || files.is_empty() {
+    if files.is_empty() {
         return None;
     }
-    let mut code = None;
-    for (key, s) in &tail.states {
-        if !s.is_terminal() {
-            return None;
-        }
-        code = tail.ended.get(key).copied().or(code);
-    }
-    code.or(Some(0))
+    tail.runs.done_code()
 }
 
 /// Adds a log: its last `first` matching events are printed, then it is followed. With
