@@ -446,8 +446,8 @@ pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
     f.commit().map_err(io_err(path))
 }
 
-/// Copies a prior `run.json` aside as `run.json.damaged` (`.damaged.2`, ... when taken):
-/// never overwrites an earlier copy.
+/// Keeps a prior `run.json` aside as `run.json.damaged` (`.damaged.2`, ... when taken), never
+/// over an earlier copy: a copy, or the file itself moved there when it cannot be read.
 pub fn keep_aside(path: &Path) -> Result<PathBuf> {
     let base = path.with_extension("json.damaged");
     let mut target = base.clone();
@@ -456,7 +456,13 @@ pub fn keep_aside(path: &Path) -> Result<PathBuf> {
         n += 1;
         target = PathBuf::from(format!("{}.{n}", base.display()));
     }
-    std::fs::copy(path, &target).map_err(io_err(&target))?;
+    if std::fs::copy(path, &target).is_err() {
+        // Unreadable (mode 000, another owner, a symlink loop): moved aside instead, which needs
+        // no read access. Never lost: the caller writes the new state after this returns.
+        let _ = std::fs::remove_file(&target);
+        std::fs::rename(path, &target).map_err(io_err(path))?;
+        return Ok(target);
+    }
     File::open(&target)
         .and_then(|f| f.sync_all())
         .map_err(io_err(&target))?;

@@ -53,7 +53,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let unchanged = old.as_deref() == Some(text.as_bytes());
     let mut kept = None;
     if !a.dry_run && !unchanged {
-        if old.is_some() && rebuilt.prior != Prior::Snapshot {
+        // A folder in its place is left for write_atomic to refuse, naming it.
+        let unreadable = old.is_none() && rebuilt.prior == Prior::Unreadable && !target.is_dir();
+        if (old.is_some() && rebuilt.prior != Prior::Snapshot) || unreadable {
             kept = Some(keep_aside(&target)?);
         }
         write_atomic(&target, &text)?;
@@ -109,8 +111,6 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         }
         if let Some(k) = &kept {
             output::print(&format!("  kept the previous file as {}\n", k.display()));
-        } else if rebuilt.prior == Prior::Unreadable && !a.dry_run {
-            output::print("  replaced the previous file without a copy: it could not be read\n");
         }
     }
     if matches!(rebuilt.prior, Prior::Damaged | Prior::Unreadable) && code == exit::OK && ctx.strict
