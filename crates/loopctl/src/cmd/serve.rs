@@ -39,10 +39,10 @@ pub struct Args {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     per_run_series: bool,
     /// How often followed logs are checked when no file notification arrives.
-    #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "250ms", value_parser = super::values::positive_duration, value_name = "DURATION")]
     poll: Duration,
     /// How often the roots are scanned for new run folders.
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "2s", value_parser = super::values::positive_duration, value_name = "DURATION")]
     rescan: Duration,
 }
 
