@@ -1,7 +1,7 @@
-use std::collections::HashMap;
+use std::collections::BTreeSet;
 
 use clap::Args as ClapArgs;
-use loopctl_core::{RunState, apply_mut};
+use loopctl_core::fold::live_runs::LiveRuns;
 use loopctl_store::read::for_each_event;
 
 use super::Ctx;
@@ -29,7 +29,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let mut out = String::new();
     let mut bad = 0usize;
     let mut events = 0usize;
-    let mut states: HashMap<String, RunState> = HashMap::new();
+    let mut runs = LiveRuns::default();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut shown = 0usize;
     let mut colors = Colors::default();
     for_each_event(&run.log, ctx.read.max_line, |pos, raw, ev| {
         let ev = match ev {
@@ -48,8 +50,12 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         events += 1;
         let id = ev.run_id.as_deref().unwrap_or(&run.name);
         if run.run_id.as_deref().is_some_and(|want| want != id) {
+            if !seen.contains(id) {
+                seen.insert(id.to_string());
+            }
             return;
         }
+        shown += 1;
         if a.raw {
             out.push_str(&String::from_utf8_lossy(raw));
             out.push('\n');
@@ -59,10 +65,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             out.push_str(&ev.to_native_line());
             out.push('\n');
         } else {
-            let state = states
-                .entry(id.to_string())
-                .or_insert_with(|| RunState::new(id));
-            apply_mut(state, &ev);
+            runs.apply(id, &ev);
+            let Some(state) = runs.state(id) else { return };
             let color = colors.of(id);
             out.push_str(&human(&ev, id, state, color, true, true));
             out.push('\n');
@@ -75,6 +79,14 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     output::print(&out);
     if events == 0 {
         return Ok(super::no_event(&run.log));
+    }
+    if let (Some(want), 0) = (run.run_id.as_deref(), shown) {
+        let held: Vec<String> = seen.into_iter().collect();
+        anyhow::bail!(
+            "{}: no run {want:?} in this log (it holds: {})",
+            run.log.display(),
+            held.join(", ")
+        );
     }
     Ok(if bad > 0 && ctx.strict {
         exit::FINDINGS
