@@ -140,6 +140,9 @@ fn numeric_flags_refuse_bad_values_with_a_usage_error() {
         ),
         (vec!["resume", healthy], "--timeout", &["0"], ""),
         (vec!["stop", healthy], "--wait", &["-1", "x"], ""),
+        // A zero interval made serve spin on the CPU; a bad value never starts the server.
+        (vec!["serve", healthy], "--poll", &["0s", "0", "x"], ""),
+        (vec!["serve", healthy], "--rescan", &["0s", "0", "x"], ""),
     ];
     // stagnation and postmortem share their detector settings.
     for cmd in ["stagnation", "postmortem"] {
@@ -369,7 +372,8 @@ fn an_unreadable_run_json_does_not_stop_reading_the_log() {
     unreadable_state_is_only_a_warning(&dir, "Too many levels of symbolic links", loopctl);
     let out = loopctl().arg("recover").arg(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("replaced the previous file without a copy"));
+    assert!(text(&out.stdout).contains("kept the previous file as"));
+    assert!(dir.join("run.json.damaged").symlink_metadata().is_ok());
     let v: Value = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
     assert_eq!(v["status"], "completed");
 }
@@ -418,6 +422,9 @@ fn a_run_json_at_mode_000_is_warned_about_and_replaced_readable() {
     unreadable_state_is_only_a_warning(&dir, "Permission denied", cmd);
     let out = cmd().arg("recover").arg(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The file nobody could read is kept aside (moved), never destroyed.
+    assert!(text(&out.stdout).contains("kept the previous file as"));
+    assert!(dir.join("run.json.damaged").exists());
     let mode = std::fs::metadata(dir.join("run.json"))
         .unwrap()
         .permissions()
@@ -614,4 +621,30 @@ fn a_log_with_no_event_gets_the_same_answer_from_every_read_command() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+}
+
+#[test]
+fn an_error_names_the_log_once() {
+    let log = "../../fixtures/merged-runs/history.jsonl";
+    for cmd in [
+        "check",
+        "status",
+        "replay",
+        "postmortem",
+        "history",
+        "recover",
+    ] {
+        let out = loopctl()
+            .args([cmd, log, "--run-id", "nosuch"])
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+        assert_eq!(
+            err.matches("merged-runs/history.jsonl").count(),
+            1,
+            "{cmd}: {err}"
+        );
+        assert!(err.contains("no run \"nosuch\""), "{cmd}: {err}");
+    }
 }

@@ -21,7 +21,6 @@ pub mod values;
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use loopctl_core::analysis::liveness::{Liveness, Standing};
 use loopctl_core::{RunState, Ts};
 use loopctl_store::discover::{self, RunRef};
@@ -115,8 +114,7 @@ impl Ctx {
             &self.opts_for(run),
             run.run_id.as_deref(),
             use_snapshot,
-        )
-        .with_context(|| format!("replaying {}", run.log.display()))?;
+        )?; // store errors name the file
         if let (Prior::Unreadable, Some(path)) = (&rebuilt.prior, &rebuilt.state_path) {
             output::warn(&format!(
                 "{} {}; using the log alone (fields only run.json holds, such as task and criteria, are missing)",
@@ -146,8 +144,7 @@ impl Ctx {
             states: false,
             ..self.opts_for(run)
         };
-        rebuild(&run.log, None, &opts, None, false)
-            .with_context(|| format!("reading {}", run.log.display()))
+        Ok(rebuild(&run.log, None, &opts, None, false)?)
     }
 
     /// How `s`, a run of `run`'s log, stands: the log's status joined with a probe of the

@@ -154,7 +154,7 @@ fn lean_projections(run: &RunRef) -> (Replay, Traces) {
 /// `run`'s log replayed into states and traces, read once; damaged lines are reported on
 /// stderr (file, line, byte offset, reason) and skipped.
 fn loaded(run: RunRef, folded: loopctl_store::Result<(Replay, Traces)>) -> anyhow::Result<Loaded> {
-    let (replay, traces) = folded.with_context(|| format!("replaying {}", run.log.display()))?;
+    let (replay, traces) = folded?; // store errors name the file
     let outcome = replay.finish();
     output::findings(&run.log, &outcome.findings);
     Ok(Loaded {

@@ -469,8 +469,7 @@ fn add_log(
     // iteration headers. --json and --raw need neither, so for them -n reads only the window.
     if start > 0 && (replay || tail.mode == Mode::Human) {
         let mut before = Before { tail, log: index };
-        fold_prefix(path, start, max_line, &mut before)
-            .with_context(|| format!("reading {}", path.display()))?;
+        fold_prefix(path, start, max_line, &mut before)?; // store errors name the file
     }
     let source = follower.add(path, Start::At(start));
     debug_assert_eq!(source, index);
