@@ -522,3 +522,34 @@ fn a_closed_stdout_ends_tail_with_0() {
         assert!(!err.contains("error"), "{err}");
     }
 }
+
+#[test]
+fn a_line_over_max_line_bytes_is_reported_and_skipped_as_by_every_reader() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("big.jsonl");
+    let mut text = ev(
+        1,
+        "r",
+        "run_started",
+        0,
+        "",
+        json!({"note": "x".repeat(5000)}),
+    );
+    text += &ev(2, "r", "stopped", 0, "", json!({"reason": "user_stop"}));
+    std::fs::write(&log, text).unwrap();
+    let out = tail_cmd(&["--no-follow", "--json", "--max-line-bytes", "1000"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let events: Vec<String> = json_lines(&out.stdout)
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(events, ["stopped"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(":1: byte 0:") && err.contains("exceeds"),
+        "{err}"
+    );
+}

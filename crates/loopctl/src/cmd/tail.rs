@@ -134,6 +134,8 @@ struct Tail {
     write_error: Option<std::io::Error>,
     /// On a terminal: a status line under the stream with the running phase and its elapsed time.
     status: Option<indicatif::ProgressBar>,
+    /// Longer lines are reported and skipped, as every reader does (`--max-line-bytes`).
+    max_line: usize,
 }
 
 #[derive(PartialEq, Clone, Copy)]
@@ -145,6 +147,14 @@ enum Mode {
 
 impl Tail {
     fn event(&mut self, log: usize, pos: Pos, raw: &[u8], quiet: bool) {
+        if raw.len() > self.max_line {
+            let line = Line {
+                pos,
+                len: raw.len() as u64,
+                terminated: true,
+            };
+            return self.damaged(log, pos, &Damage::Oversize.finding(&line).1);
+        }
         let text = match decode(pos, raw) {
             LineText::Blank => return,
             LineText::Text(t) => t,
@@ -324,6 +334,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         out: anstream::stdout(),
         write_error: None,
         status: None,
+        max_line: ctx.read.max_line,
     };
     if mode == Mode::Human && !a.no_follow && std::io::stdout().is_terminal() {
         let pb = indicatif::ProgressBar::new_spinner();
