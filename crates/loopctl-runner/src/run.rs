@@ -248,7 +248,7 @@ impl Runner {
                 // A log with no event yet (a runner killed while starting) may be started again.
                 if std::fs::metadata(dir.join(LOG_NAME)).is_ok_and(|m| m.len() > 0) {
                     return Err(RunnerError::Invalid(format!(
-                        "run {id:?} already exists in {}: continue it with `loopctl resume {id}`, or pick another --run-id",
+                        "run {id:?} already exists in {} (`loopctl status {id}` shows it): pick another --run-id, or, if it was interrupted, `loopctl resume {id}` continues it",
                         dir.display()
                     )));
                 }

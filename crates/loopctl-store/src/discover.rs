@@ -210,6 +210,11 @@ fn resolve_spec(spec: &str, root: &Path) -> Result<RunRef> {
         if p.join(LOG_NAME).is_file() {
             return Ok(RunRef::folder(p));
         }
+        if p.file_name().is_some_and(|n| n == LOG_NAME) {
+            return Err(StoreError::NotFound(format!(
+                "{spec}: is a folder, not a log file"
+            )));
+        }
         return Err(StoreError::NotFound(format!(
             "{spec}: folder has no {LOG_NAME}; if it is a root, list its runs with `loopctl list {spec}`"
         )));
@@ -455,6 +460,17 @@ mod tests {
         std::fs::create_dir(tmp.path().join("r")).unwrap();
         std::fs::write(tmp.path().join("r").join(LOG_NAME), "").unwrap();
         assert_eq!(runs_under(tmp.path(), false).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_folder_named_like_a_log_is_said_to_be_a_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(LOG_NAME);
+        std::fs::create_dir(&dir).unwrap();
+        let e = resolve(Some(&dir.to_string_lossy()), tmp.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("is a folder, not a log file"), "{e}");
     }
 
     #[test]
