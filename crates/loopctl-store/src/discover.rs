@@ -428,6 +428,12 @@ pub fn list_runs(root: &Path) -> Result<Vec<RunRef>> {
 /// The run folders under a root, as `list` and `status` see it: a root the user named
 /// (`--root`, `$LOOPCTL_ROOT`) must exist, while the default root missing only means that no
 /// run was made here yet (no runs, not an error).
+/// The log of `dir` when `dir` is a run folder (holds its own log) rather than a root.
+pub fn folder_log(dir: &Path) -> Option<PathBuf> {
+    let log = dir.join(LOG_NAME);
+    log.is_file().then_some(log)
+}
+
 pub fn runs_under(root: &Path, named: bool) -> Result<Vec<RunRef>> {
     match list_runs(root) {
         Err(StoreError::Io { cause, .. })

@@ -10,6 +10,9 @@ use crate::decode::timestamp::Ts;
 use crate::fold::run_state::{RunState, Stop};
 use crate::render::run_json::Writer as JsonWriter;
 
+/// The status of a run whose log holds no event yet (no state to tell).
+pub const EMPTY: &str = "empty";
+
 /// A run as `list` and `status` show it: the fields and meanings of docs/json.md.
 #[derive(Serialize)]
 pub struct RunRow<'a> {
@@ -97,6 +100,8 @@ impl<'a> RunRow<'a> {
             task_alias: &s.task_alias,
             status: if error.is_some() {
                 "unreadable"
+            } else if s.events == 0 {
+                EMPTY
             } else {
                 standing.condition.as_str()
             },

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 use loopctl_core::analysis::liveness::{Standing, interrupted_note};
-use loopctl_core::render::run_row::RunRow as Row;
+use loopctl_core::render::run_row::{EMPTY, RunRow as Row};
 use loopctl_core::{RunState, Ts};
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::read::{ReadOptions, rows_file};
@@ -20,19 +20,24 @@ use crate::output;
 /// run.json is not trusted: only a field a log cannot supply (the max_iterations of a run
 /// without run_started) is salvaged from it, as replay does.
 ///
+/// Every run of every log is a row: a folder whose log holds several runs gives a row each,
+/// named `folder/run_id`. A run folder named as ROOT lists its log's runs, as its log would.
+///
 /// ROOT may also be one log holding many runs (a merged stream, `.jsonl`/`.ndjson`): then each
 /// run in it is a row. The log is read in chunks on all threads and only what a row shows is
 /// rebuilt (the same values a full `replay` gives).
 ///
 /// STATUS is running, interrupted (its runner is gone: `loopctl resume` continues it),
-/// completed, stopped or failed (docs/runner.md, "Run states").
+/// completed, stopped or failed (docs/runner.md, "Run states"); `empty (no event)` (JSON
+/// `empty`) for a log with no event yet.
 ///
 /// Exit codes: 0 listed (also when the root holds no run); 1 under --strict when a log has
 /// findings (damaged lines, seq problems) or cannot be read, and for a FILE that holds no
 /// event; 2 error (a named root that does not exist, unreadable file).
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Root folder to scan (default: the root), or a log file holding several runs.
+    /// Root folder to scan (default: the root), a run folder, or a log file holding several
+    /// runs.
     #[arg(value_name = "ROOT|FILE")]
     path: Option<PathBuf>,
     /// Print the rows as one JSON array, an object per run: run_id, task_alias, status, stop,
@@ -42,13 +47,16 @@ pub struct Args {
     json: bool,
 }
 
-/// A run folder's state rebuilt from its log, or why it could not be.
+/// A run folder's runs rebuilt from its log (one row each; a log with no event gives one
+/// empty row), or why the log could not be read.
 struct Probe {
-    state: RunState,
-    findings: usize,
+    /// The table's first column per run: the folder's name, or `folder/run_id` when its log
+    /// holds several runs.
+    names: Vec<String>,
+    states: Vec<RunState>,
+    findings: Vec<usize>,
     error: Option<String>,
-    standing: Standing,
-    resume: Option<String>,
+    standings: Vec<(Standing, Option<String>)>,
 }
 
 fn probe(ctx: &Ctx, run: &RunRef, opts: &ReadOptions, now: Ts) -> Probe {
@@ -58,23 +66,52 @@ fn probe(ctx: &Ctx, run: &RunRef, opts: &ReadOptions, now: Ts) -> Probe {
         ..opts.clone()
     };
     // Only what a row shows is rebuilt (as for `list FILE`).
-    let (state, findings, error) = match rows_file(&run.log, &opts) {
+    let (mut states, findings, error) = match rows_file(&run.log, &opts) {
         Ok(o) => {
-            let n = o.findings.len();
-            let s = pick_folder_run(o.runs.iter().map(|s| &**s), &run.name).cloned();
-            (s, n, None)
+            let states: Vec<RunState> = o.runs.iter().map(|s| (**s).clone()).collect();
+            // Findings naming no run (damaged lines) go to the folder's own run.
+            let folder = pick_folder_run(states.iter(), &run.name).map(|s| s.run_id.clone());
+            let counts = states
+                .iter()
+                .map(|s| {
+                    o.findings
+                        .iter()
+                        .filter(|f| match &f.run_id {
+                            Some(r) => *r == s.run_id,
+                            None => folder.as_deref() == Some(s.run_id.as_str()),
+                        })
+                        .count()
+                })
+                .collect();
+            (states, counts, None)
         }
-        Err(e) => (None, 0, Some(e.to_string())),
+        Err(e) => (Vec::new(), Vec::new(), Some(e.to_string())),
     };
-    let mut state = state.unwrap_or_else(|| RunState::new(&run.name));
-    salvage_max_iterations(run, &mut [&mut state]);
-    let (standing, resume) = ctx.standing(run, &state, now, &Default::default());
+    let (states, findings) = if states.is_empty() {
+        (vec![RunState::new(&run.name)], vec![0])
+    } else {
+        let mut refs: Vec<&mut RunState> = states.iter_mut().collect();
+        salvage_max_iterations(run, &mut refs);
+        (states, findings)
+    };
+    let names = if states.len() > 1 {
+        states
+            .iter()
+            .map(|s| format!("{}/{}", run.name, s.run_id))
+            .collect()
+    } else {
+        vec![run.name.clone()]
+    };
+    let standings = states
+        .iter()
+        .map(|s| ctx.standing(run, s, now, &Default::default()))
+        .collect();
     Probe {
-        state,
+        names,
+        states,
         findings,
         error,
-        standing,
-        resume,
+        standings,
     }
 }
 
@@ -154,6 +191,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     if root.is_file() {
         return list_file(ctx, &root, a.json);
     }
+    if let Some(log) = discover::folder_log(&root) {
+        return list_file(ctx, &log, a.json);
+    }
     let runs = discover::runs_under(&root, named)?;
     let bar = if runs.len() > 200 && !a.json {
         ProgressBar::new(runs.len() as u64)
@@ -191,17 +231,20 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     probes.sort_by_key(|(i, _)| *i);
     let rows: Vec<Row> = probes
         .iter()
-        .map(|(i, p)| {
+        .flat_map(|(i, p)| {
             let run = &runs[*i];
             let at = (run.log.as_path(), run.dir.as_deref());
-            Row::of(
-                &run.name,
-                &p.state,
-                p.findings,
-                at,
-                p.error.as_deref(),
-                (p.standing, p.resume.as_deref()),
-            )
+            (0..p.states.len()).map(move |k| {
+                let (standing, resume) = &p.standings[k];
+                Row::of(
+                    &p.names[k],
+                    &p.states[k],
+                    p.findings[k],
+                    at,
+                    p.error.as_deref(),
+                    (*standing, resume.as_deref()),
+                )
+            })
         })
         .collect();
     let code = print_rows(&rows, &root, a.json, false, ctx.read.threads)?;
@@ -241,7 +284,9 @@ fn print_rows(
         let iter = r
             .max_iterations
             .map_or(r.iteration.to_string(), |m| format!("{}/{m}", r.iteration));
-        let status = if r.stop.reason.is_empty() {
+        let status = if r.status == EMPTY {
+            format!("{EMPTY} (no event)")
+        } else if r.stop.reason.is_empty() {
             r.status.to_string()
         } else {
             format!("{} ({})", r.status, r.stop.reason)

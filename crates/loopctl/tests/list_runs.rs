@@ -1,0 +1,93 @@
+//! `list` shows every run: each run of a folder whose log holds several, a run folder named
+//! directly, and a log with no event as empty rather than running.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use assert_cmd::Command;
+use loopctl_tests::repo;
+use serde_json::Value;
+
+fn run(args: &[&str]) -> Output {
+    let mut c = Command::cargo_bin("loopctl").unwrap();
+    c.env_remove("LOOPCTL_ROOT").env("NO_COLOR", "1");
+    c.args(args).output().unwrap()
+}
+
+fn fixtures() -> PathBuf {
+    repo().join("fixtures")
+}
+
+fn json_rows(args: &[&str]) -> Vec<Value> {
+    let out = run(args);
+    serde_json::from_slice::<Value>(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+        .as_array()
+        .cloned()
+        .unwrap()
+}
+
+fn ids_of(rows: &[Value], log: &str) -> Vec<String> {
+    rows.iter()
+        .filter(|r| r["log_path"].as_str().unwrap().contains(log))
+        .map(|r| r["run_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_root_lists_every_run_of_a_folder_whose_log_holds_several() {
+    let root = fixtures();
+    let root = root.to_str().unwrap();
+    let rows = json_rows(&["--root", root, "list", "--json"]);
+    for folder in ["merged-runs", "stagnation"] {
+        let log = fixtures().join(folder).join("history.jsonl");
+        let of_file = json_rows(&["list", log.to_str().unwrap(), "--json"]);
+        let want: Vec<String> = of_file
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap().to_string())
+            .collect();
+        assert!(want.len() > 1, "{folder} holds several runs");
+        assert_eq!(ids_of(&rows, &format!("{folder}/history.jsonl")), want);
+    }
+    let out = run(&["--root", root, "list"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    for id in ids_of(&rows, "merged-runs/history.jsonl") {
+        assert!(table.contains(&format!("merged-runs/{id}")), "{table}");
+    }
+    // A folder holding one run keeps its alias.
+    assert!(
+        table.lines().any(|l| l.starts_with(" native-clean ")),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_run_folder_lists_its_logs_runs() {
+    let dir = fixtures().join("stagnation");
+    let log = dir.join("history.jsonl");
+    let dir = dir.to_str().unwrap();
+    let log = log.to_str().unwrap();
+    let (a, b) = (run(&["list", dir]), run(&["list", log]));
+    assert_eq!(a.status.code(), Some(0));
+    assert_eq!(a.stdout, b.stdout);
+    assert_eq!(
+        run(&["list", dir, "--json"]).stdout,
+        run(&["list", log, "--json"]).stdout
+    );
+}
+
+#[test]
+fn a_log_with_no_event_is_listed_as_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("blank")).unwrap();
+    std::fs::write(tmp.path().join("blank").join("history.jsonl"), "").unwrap();
+    let root = tmp.path().to_str().unwrap();
+    let rows = json_rows(&["--root", root, "list", "--json"]);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["status"], "empty");
+    assert_eq!(rows[0]["events"], 0);
+    let out = run(&["--root", root, "list"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("empty (no event)"), "{table}");
+    assert!(!table.contains("running"), "{table}");
+}
