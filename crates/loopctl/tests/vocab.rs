@@ -290,3 +290,138 @@ fn run_json_prints_the_run_json_replay_prints_a_line_of() {
         (&json!(""), &json!(0.0))
     );
 }
+
+/// The header cells of a table (two spaces or more between columns).
+fn headers(table: &str) -> Vec<String> {
+    table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split("  ")
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn list_status_and_replay_tables_head_a_field_with_one_name() {
+    let list = stdout(&["--root", "fixtures", "list"]);
+    let status = stdout(&["--root", "fixtures", "status", "avenor-loop"]);
+    let replay = stdout(&["replay", "fixtures/merged-runs"]);
+    for (what, table) in [("list", &list), ("status", &status), ("replay", &replay)] {
+        let h = headers(table);
+        assert_eq!(h[0], "RUN", "{what}: {h:?}");
+        for field in ["STATUS", "ITERATION", "LAST SCORE", "UPDATED"] {
+            assert!(h.iter().any(|c| c == field), "{what} lacks {field}: {h:?}");
+        }
+        for other in ["ALIAS", "ITER", "SCORE"] {
+            assert!(!h.iter().any(|c| c == other), "{what} has {other}: {h:?}");
+        }
+    }
+    // RUN shows the run, not the task's alias (avenor-loop's alias is its run id).
+    let s = json_of(&["--root", "fixtures", "status", "healthy-native", "--json"]);
+    let table = stdout(&["--root", "fixtures", "status", "healthy-native"]);
+    let run_id = s["run_id"].as_str().unwrap();
+    assert_ne!(run_id, s["task_alias"].as_str().unwrap());
+    assert_eq!(cells(&table, run_id)[0], run_id);
+}
+
+#[test]
+fn a_running_run_has_an_empty_stop_reason_in_postmortem_as_in_status() {
+    let status = json_of(&["--root", "fixtures", "status", "stagnation", "--json"]);
+    let pm = json_of(&[
+        "--root",
+        "fixtures",
+        "postmortem",
+        "stagnation",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(pm["stop"]["running"], json!(true));
+    assert_eq!(status["stop"]["reason"], json!(""));
+    assert_eq!(pm["stop"]["reason"], status["stop"]["reason"]);
+}
+
+/// The keys of a JSON object, in the order printed.
+fn keys_in_order(text: &str) -> Vec<String> {
+    struct Keys(Vec<String>);
+    impl<'de> serde::Deserialize<'de> for Keys {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Keys, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut m: A,
+                ) -> Result<Keys, A::Error> {
+                    let mut keys = Vec::new();
+                    while let Some(k) = m.next_key::<String>()? {
+                        m.next_value::<serde::de::IgnoredAny>()?;
+                        keys.push(k);
+                    }
+                    Ok(Keys(keys))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    serde_json::from_str::<Keys>(text).unwrap().0
+}
+
+#[test]
+fn status_json_is_lists_row_in_its_order_then_what_only_status_shows() {
+    let rows: Vec<Box<serde_json::value::RawValue>> =
+        serde_json::from_str(&stdout(&["--root", "fixtures", "list", "--json"])).unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r.get().contains("\"dir\":\"fixtures/healthy-native\""))
+        .unwrap();
+    let row_keys = keys_in_order(row.get());
+    let status_keys = keys_in_order(&stdout(&[
+        "--root",
+        "fixtures",
+        "status",
+        "healthy-native",
+        "--json",
+    ]));
+    assert_eq!(
+        status_keys[..row_keys.len()],
+        row_keys[..],
+        "{status_keys:?}"
+    );
+    assert_eq!(
+        status_keys[row_keys.len()..],
+        ["current_step", "exit_reason", "current_json_stale"]
+    );
+}
+
+#[test]
+fn stop_names_the_run_and_the_folder_when_they_differ() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("s")).unwrap();
+    std::fs::copy(
+        repo().join("fixtures/stagnation/history.jsonl"),
+        root.path().join("s/history.jsonl"),
+    )
+    .unwrap();
+    let out = loopctl()
+        .args(["--root"])
+        .arg(root.path())
+        .args(["stop", "stag-b-20260311-091500"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("marked stag-b-20260311-091500 (folder s) stopped"),
+        "{said}"
+    );
+}

@@ -49,8 +49,8 @@ pub struct StopSummary {
     /// `interrupted` (liveness::RunCondition) when it knows its runner is gone.
     pub status: String,
     pub passed: bool,
-    /// Canonical stop reason; `None` while running.
-    pub reason: Option<String>,
+    /// Canonical stop reason; `""` while running, as in run.json (docs/json.md).
+    pub reason: String,
     pub detail: Option<String>,
     pub exit_reason: Option<String>,
     pub exit_label: Option<String>,
@@ -329,7 +329,11 @@ impl Report {
             running,
             status: state.status.as_str().to_string(),
             passed: state.stop.passed,
-            reason: (!running && !state.stop.reason.is_empty()).then(|| state.stop.reason.clone()),
+            reason: if running {
+                String::new()
+            } else {
+                state.stop.reason.clone()
+            },
             detail: state.stop.detail.clone().filter(|_| !running),
             exit_reason: state.exit_reason.clone(),
             exit_label: state.exit_label.clone(),
@@ -506,8 +510,8 @@ impl Report {
             );
         }
         let mut t = s.status.clone();
-        if let Some(r) = &s.reason {
-            let _ = write!(t, ": {r}");
+        if !s.reason.is_empty() {
+            let _ = write!(t, ": {}", s.reason);
         }
         if let Some(d) = &s.detail {
             let _ = write!(t, " ({d})");
@@ -709,8 +713,8 @@ impl Report {
         let _ = writeln!(o, "| | |\n|---|---|");
         let _ = writeln!(o, "| Alias | `{}` |", md(&self.task_alias));
         let _ = writeln!(o, "| Status | {} |", md(&self.stop.status));
-        if let Some(r) = &self.stop.reason {
-            let _ = writeln!(o, "| Stop reason | `{}` |", md(r));
+        if !self.stop.reason.is_empty() {
+            let _ = writeln!(o, "| Stop reason | `{}` |", md(&self.stop.reason));
         }
         if let Some(d) = &self.stop.detail {
             let _ = writeln!(o, "| Detail | {} |", md(d));

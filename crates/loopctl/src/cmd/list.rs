@@ -168,7 +168,7 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
         }
         return Ok(super::no_event(log));
     }
-    let mut code = print_rows(&rows, log, json, true, ctx.read.threads);
+    let mut code = print_rows(&rows, log, json, ctx.read.threads);
     if ctx.strict && !outcome.findings.is_empty() && matches!(code, Ok(exit::OK)) {
         let n = outcome.findings.len();
         let log = log.display();
@@ -247,7 +247,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             })
         })
         .collect();
-    let code = print_rows(&rows, &root, a.json, false, ctx.read.threads)?;
+    let code = print_rows(&rows, &root, a.json, ctx.read.threads)?;
     let flawed = rows
         .iter()
         .filter(|r| r.finding_count > 0 || r.error.is_some())
@@ -261,15 +261,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     Ok(code)
 }
 
-/// Prints the rows; `by_run` heads the table with run ids (the runs of one log, whose aliases
-/// repeat) rather than folder aliases.
-fn print_rows(
-    rows: &[Row],
-    root: &Path,
-    json: bool,
-    by_run: bool,
-    threads: usize,
-) -> anyhow::Result<u8> {
+/// Prints the rows. RUN shows each row's `name`: the run id for the runs of one log, else the
+/// folder's name (the run's id, for a folder the runner made).
+fn print_rows(rows: &[Row], root: &Path, json: bool, threads: usize) -> anyhow::Result<u8> {
     if json {
         output::json_array(rows, threads, Row::write_json);
         return Ok(exit::OK);
@@ -278,8 +272,7 @@ fn print_rows(
         output::print(&super::no_runs(root));
         return Ok(exit::OK);
     }
-    let first = if by_run { "RUN" } else { "ALIAS" };
-    let mut t = output::table(&[first, "STATUS", "ITERATION", "LAST SCORE", "UPDATED"]);
+    let mut t = output::table(&["RUN", "STATUS", "ITERATION", "LAST SCORE", "UPDATED"]);
     for r in rows {
         let iter = r
             .max_iterations

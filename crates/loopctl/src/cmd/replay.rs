@@ -43,7 +43,13 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     }
     if runs.len() > 1 && run.run_id.is_none() {
         let mut t = output::table(&[
-            "RUN", "STATUS", "ITER", "PHASE", "SCORE", "EVENTS", "UPDATED",
+            "RUN",
+            "STATUS",
+            "ITERATION",
+            "PHASE",
+            "LAST SCORE",
+            "EVENTS",
+            "UPDATED",
         ]);
         for s in runs.values() {
             t.add_row(vec![

@@ -1,12 +1,13 @@
 use clap::Args as ClapArgs;
 use loopctl_core::analysis::liveness::interrupted_note;
+use loopctl_core::render::run_row::RunRow;
 use loopctl_store::discover;
 use serde_json::json;
 
 use super::Ctx;
 use crate::output;
 
-/// Show a run's state, rebuilt from its log: alias, status, iteration, phase, step, last score,
+/// Show a run's state, rebuilt from its log: run id, status, iteration, phase, step, last score,
 /// last update. With no RUN, the run current.json names (checked against its log), else the
 /// newest run under the root; stderr says which.
 ///
@@ -19,6 +20,16 @@ pub struct Args {
     /// Print the status as one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+/// `status --json`: a `list` row, then the fields only status shows.
+#[derive(serde::Serialize)]
+struct StatusJson<'a> {
+    #[serde(flatten)]
+    row: RunRow<'a>,
+    current_step: Option<&'a str>,
+    exit_reason: Option<&'a str>,
+    current_json_stale: bool,
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
@@ -52,20 +63,24 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         ctx.standing(&run, s, loopctl_store::clock::now(), &Default::default());
     let condition = standing.condition.as_str();
     if a.json {
-        // list's row fields (docs/json.md), then what only status shows.
-        output::json_pretty(&json!({
-            "run_id": s.run_id, "task_alias": s.task_alias, "status": condition, "stop": s.stop,
-            "iteration": s.iteration, "max_iterations": s.max_iterations,
-            "phase": s.quality_phase(), "last_score": s.score(), "updated_at": s.updated_at,
-            "idle_ms": standing.idle_ms, "resume": resume,
-            "events": s.events, "finding_count": rebuilt.outcome.findings.len(),
-            "log_path": run.log, "dir": run.dir,
-            "current_step": s.current_step, "exit_reason": s.exit_reason,
-            "current_json_stale": stale_current,
-        }));
+        // list's row (docs/json.md), in its order, then what only status shows.
+        let row = RunRow::of(
+            &run.name,
+            s,
+            rebuilt.outcome.findings.len(),
+            (&run.log, run.dir.as_deref()),
+            None,
+            (standing, resume.as_deref()),
+        );
+        output::json_pretty(&StatusJson {
+            row,
+            current_step: s.current_step.as_deref(),
+            exit_reason: s.exit_reason.as_deref(),
+            current_json_stale: stale_current,
+        });
     } else {
         let mut t = output::table(&[
-            "ALIAS",
+            "RUN",
             "STATUS",
             "ITERATION",
             "PHASE",
@@ -83,7 +98,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             format!("{condition} ({})", s.stop.reason)
         };
         t.add_row(vec![
-            s.task_alias.clone(),
+            s.run_id.clone(),
             status,
             iter,
             s.quality_phase().unwrap_or_default().to_string(),

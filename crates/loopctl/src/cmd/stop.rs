@@ -35,26 +35,36 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         a.reason.as_deref(),
         Duration::from_secs(a.wait),
     )?;
+    // The run's id, from its log (the stop may have just added to it).
+    let run_id = match &r {
+        Stopped::AlreadyOver(s) => Some(s.run_id.clone()),
+        _ => ctx.count(&run).ok().and_then(|b| b.state.map(|s| s.run_id)),
+    };
+    // Name the run; the folder (or log) too when its name is not the run's.
+    let name = match &run_id {
+        Some(id) if *id != run.name => {
+            let holder = if run.dir.is_some() { "folder" } else { "log" };
+            format!("{id} ({holder} {})", run.name)
+        }
+        _ => run.name.clone(),
+    };
     let (what, code) = match &r {
-        Stopped::Live { pid } => (format!("stopped the runner of {} (pid {pid})", run.name), 0),
+        Stopped::Live { pid } => (format!("stopped the runner of {} (pid {pid})", name), 0),
         Stopped::StillRunning { pid } => (
             format!(
                 "signalled the runner of {} (pid {pid}) but it still holds the run after {}s",
-                run.name, a.wait
+                name, a.wait
             ),
             1,
         ),
         Stopped::Idle => (
-            format!(
-                "marked {} stopped (user_stop); no runner was running",
-                run.name
-            ),
+            format!("marked {} stopped (user_stop); no runner was running", name),
             0,
         ),
         Stopped::AlreadyOver(s) => (
             format!(
                 "{} already ended: {} ({}); nothing to stop",
-                run.name,
+                name,
                 s.status.as_str(),
                 s.stop.reason
             ),
@@ -67,11 +77,6 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             Stopped::StillRunning { .. } => "still_running",
             Stopped::Idle => "idle",
             Stopped::AlreadyOver(_) => "already_over",
-        };
-        // The run's id, from its log (the stop may have just added to it).
-        let run_id = match &r {
-            Stopped::AlreadyOver(s) => Some(s.run_id.clone()),
-            _ => ctx.count(&run).ok().and_then(|b| b.state.map(|s| s.run_id)),
         };
         output::json_pretty(&json!({
             "run_id": run_id, "log_path": run.log, "dir": run.dir,
