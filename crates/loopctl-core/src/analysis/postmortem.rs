@@ -29,6 +29,12 @@ pub struct Report {
     #[serde(flatten)]
     pub iterations: Iterations,
     pub timeline: Vec<IterationRow>,
+    /// Iterations left out of `timeline` by `Report::build_ends` (its middle); 0 otherwise.
+    #[serde(skip)]
+    pub elided: usize,
+    /// Chars of the longest phase name in the whole timeline, shown or not (column width).
+    #[serde(skip)]
+    pub name_width: Option<usize>,
     pub time_per_phase: Vec<PhaseTime>,
     pub scores: Scores,
     /// Present when the run ended without success and its last evaluation did not pass.
@@ -200,13 +206,31 @@ pub struct ErrorRow {
 pub const TIMELINE_EDGE: usize = 20;
 
 /// The rows a timeline shows: all of them, or when there are more than `2 * TIMELINE_EDGE`
-/// and `full` is false, the first and last `TIMELINE_EDGE` and how many were left out.
-fn timeline_parts(rows: &[IterationRow], full: bool) -> (&[IterationRow], usize, &[IterationRow]) {
+/// and `full` is false, the first and last `TIMELINE_EDGE` and how many were left out. A
+/// report built without its middle (`elided` > 0) can only show its ends.
+fn timeline_parts(
+    rows: &[IterationRow],
+    elided: usize,
+    full: bool,
+) -> (&[IterationRow], usize, &[IterationRow]) {
+    if elided > 0 {
+        let head = rows.len().min(TIMELINE_EDGE);
+        return (&rows[..head], elided, &rows[head..]);
+    }
     if full || rows.len() <= 2 * TIMELINE_EDGE {
         return (rows, 0, &[]);
     }
     let tail = rows.len() - TIMELINE_EDGE;
     (&rows[..TIMELINE_EDGE], tail - TIMELINE_EDGE, &rows[tail..])
+}
+
+/// Chars of the name `phase_row` gives this attempt, without building it.
+fn row_name_len(a: &Attempt) -> usize {
+    let n = a.name.chars().count();
+    match a.phase.as_deref() {
+        Some(p) if a.derived && p != "A" => n + p.chars().count() + 3,
+        _ => n,
+    }
 }
 
 /// The line that stands for the elided middle of a timeline.
@@ -323,6 +347,16 @@ impl Report {
     /// The report of one run: `state` is its replayed `RunState`, `trace` its events folded,
     /// `verdict` what `stagnation::assess` says about it.
     pub fn build(state: &RunState, trace: &Trace, verdict: &Verdict) -> Report {
+        Self::assemble(state, trace, verdict, true)
+    }
+
+    /// `build` without the rows of the timeline's middle, which text and Markdown elide
+    /// unless `--full-timeline`: a run of 26k iterations builds 40 rows, not 26k.
+    pub fn build_ends(state: &RunState, trace: &Trace, verdict: &Verdict) -> Report {
+        Self::assemble(state, trace, verdict, false)
+    }
+
+    fn assemble(state: &RunState, trace: &Trace, verdict: &Verdict, whole: bool) -> Report {
         let running = state.status == Status::Running;
         let stop_rec = trace.stop.as_ref().filter(|_| !running);
         let stop = StopSummary {
@@ -358,7 +392,36 @@ impl Report {
             phases: Vec::new(),
             evaluations: Vec::new(),
         };
+        // The rows shown when the middle is left out: keys up to `head_last`, from `tail_first`.
+        let mut keys: Vec<Option<u64>> = trace
+            .phases()
+            .iter()
+            .map(|a| a.iteration)
+            .chain(trace.scored().map(|e| Some(e.iteration)))
+            .collect();
+        keys.dedup(); // runs of one iteration first: far fewer to sort
+        keys.sort_unstable();
+        keys.dedup();
+        let (elided, head_last, tail_first) = if whole || keys.len() <= 2 * TIMELINE_EDGE {
+            (0, None, None)
+        } else {
+            (
+                keys.len() - 2 * TIMELINE_EDGE,
+                Some(keys[TIMELINE_EDGE - 1]),
+                Some(keys[keys.len() - TIMELINE_EDGE]),
+            )
+        };
+        drop(keys);
+        let shown = |it: Option<u64>| match (head_last, tail_first) {
+            (Some(h), Some(t)) => it <= h || it >= t,
+            _ => true,
+        };
+        let mut name_width: Option<usize> = None;
         for a in trace.phases() {
+            name_width = name_width.max(Some(row_name_len(a)));
+            if !shown(a.iteration) {
+                continue;
+            }
             let r = rows
                 .entry(a.iteration)
                 .or_insert_with(|| new_row(a.iteration));
@@ -369,6 +432,9 @@ impl Report {
         }
         for e in trace.scored() {
             let it = Some(e.iteration);
+            if !shown(it) {
+                continue;
+            }
             rows.entry(it)
                 .or_insert_with(|| new_row(it))
                 .evaluations
@@ -462,6 +528,8 @@ impl Report {
                 max: state.max_iterations,
             },
             timeline: rows.into_values().collect(),
+            elided,
+            name_width,
             time_per_phase,
             scores,
             distance_to_success: distance,
@@ -556,14 +624,8 @@ impl Report {
 
         if !self.timeline.is_empty() {
             let _ = writeln!(o, "\nTimeline");
-            let width = self
-                .timeline
-                .iter()
-                .flat_map(|r| r.phases.iter().map(|p| p.name.chars().count()))
-                .max()
-                .unwrap_or(5)
-                .clamp(5, 24);
-            let (head, elided, tail) = timeline_parts(&self.timeline, full);
+            let width = self.name_width.unwrap_or(5).clamp(5, 24);
+            let (head, elided, tail) = timeline_parts(&self.timeline, self.elided, full);
             for (i, r) in head.iter().chain(tail).enumerate() {
                 if i == head.len() && elided > 0 {
                     let _ = writeln!(o, "  {}", elided_line(elided));
@@ -763,7 +825,7 @@ impl Report {
                 o,
                 "| Iteration | Phase | Attempt | Duration | Outcome | Notes |\n|---|---|---|---|---|---|"
             );
-            let (head, elided, tail) = timeline_parts(&self.timeline, full);
+            let (head, elided, tail) = timeline_parts(&self.timeline, self.elided, full);
             for (i, r) in head.iter().chain(tail).enumerate() {
                 if i == head.len() && elided > 0 {
                     let _ = writeln!(o, "| | *{}* | | | | |", elided_line(elided));
@@ -1122,6 +1184,10 @@ mod tests {
     use crate::trace::traces_from_bytes;
 
     fn report(log: &str) -> Report {
+        report_with(log, Report::build)
+    }
+
+    fn report_with(log: &str, build: fn(&RunState, &Trace, &Verdict) -> Report) -> Report {
         let out = crate::replay_bytes("t", log.as_bytes());
         let traces = traces_from_bytes("t", log.as_bytes());
         let (id, state) = out
@@ -1137,7 +1203,7 @@ mod tests {
             None,
             crate::analysis::liveness::Liveness::Alive,
         );
-        Report::build(&state, &trace, &verdict)
+        build(&state, &trace, &verdict)
     }
 
     const SHORT: &str = concat!(
@@ -1254,6 +1320,35 @@ mod tests {
         assert_eq!(r.to_text(), r.render_full(Format::Text, true));
         assert_eq!(r.to_markdown(), r.render_full(Format::Markdown, true));
         assert_eq!(shown(&r.to_text()).len(), 40);
+    }
+
+    #[test]
+    fn a_report_built_without_the_middle_renders_the_same_ends() {
+        let mut log = String::new();
+        for i in 1..=45 {
+            // The longest step name is in the elided middle: it still sets the column width.
+            let step = if i == 23 { "IMPLEMENT_LONGER" } else { "PLAN" };
+            for (s, p) in [(step, "B"), ("EVALUATE", "A")] {
+                log += &format!(
+                    r#"{{"ts":"2026-01-01T00:{:02}:{:02}Z","run_id":"l","iteration":{i},"phase":"{p}","step":"{s}","event":"evaluation_done","payload":{{"score":0.5}}}}"#,
+                    i / 2,
+                    (i % 2) * 30 + usize::from(p == "A"),
+                );
+                log.push('\n');
+            }
+        }
+        let whole = report_with(&log, Report::build);
+        let ends = report_with(&log, Report::build_ends);
+        assert_eq!((whole.timeline.len(), whole.elided), (45, 0));
+        assert_eq!((ends.timeline.len(), ends.elided), (40, 5));
+        assert!(
+            whole
+                .render_full(Format::Text, true)
+                .contains("IMPLEMENT_LONGER (B)")
+        );
+        assert!(whole.to_text().contains("PLAN (B)            "));
+        assert_eq!(ends.to_text(), whole.to_text());
+        assert_eq!(ends.to_markdown(), whole.to_markdown());
     }
 
     #[test]

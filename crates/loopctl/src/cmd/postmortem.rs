@@ -79,13 +79,17 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let now = now();
     let (standing, _) = ctx.standing(&loaded.run, state, now, &Default::default());
     let verdict = assess(trace, &a.config.config()?, Some(now), standing.runner);
-    let mut report = Report::build(state, trace, &verdict);
-    report.stop.status = standing.condition.as_str().to_string();
     let format = match (a.json, a.format) {
         (true, _) | (_, Some(FormatArg::Json)) => Format::Json,
         (_, Some(FormatArg::Md)) => Format::Markdown,
         _ => Format::Text,
     };
+    let mut report = if format == Format::Json || a.full_timeline {
+        Report::build(state, trace, &verdict)
+    } else {
+        Report::build_ends(state, trace, &verdict)
+    };
+    report.stop.status = standing.condition.as_str().to_string();
     output::print(&report.render_full(format, a.full_timeline));
     let code = if ctx.strict && !loaded.outcome.findings.is_empty() {
         output::error(&format!(
