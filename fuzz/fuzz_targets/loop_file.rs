@@ -5,13 +5,13 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    let scanned = loopctl_core::markers::scan(&text);
+    let scanned = loopctl_core::rules::markers::scan(&text);
     if let Some(w) = scanned.winner() {
         assert!(scanned.seen.iter().all(|m| m.directive <= w.directive));
     }
-    if let Ok(p) = loopctl_core::loopfile::parse(&text, None) {
+    if let Ok(p) = loopctl_core::rules::loop_file::parse(&text, None) {
         let v = serde_json::to_value(&p.file).expect("serializes");
-        let back: loopctl_core::loopfile::LoopFile = serde_json::from_value(v).expect("reads back");
+        let back: loopctl_core::rules::loop_file::LoopFile = serde_json::from_value(v).expect("reads back");
         assert_eq!(back, p.file);
     }
 });

@@ -5,12 +5,12 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        let ours = loopctl_core::json::validate(text).is_ok();
+        let ours = loopctl_core::decode::json_scanner::validate(text).is_ok();
         let theirs = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
         assert_eq!(ours, theirs, "validator disagrees with serde_json on {text:?}");
         assert_eq!(
             loopctl_core::parse_line(text),
-            loopctl_core::event::parse_line_reference(text),
+            loopctl_core::decode::reference_parser::parse_line_reference(text),
             "fast path disagrees with the reference on {text:?}"
         );
         if let Ok(ev) = loopctl_core::parse_line(text) {

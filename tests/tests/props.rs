@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use loopctl_core::event::parse_line;
-use loopctl_core::lines::{DEFAULT_MAX_LINE, Splitter};
+use loopctl_core::decode::lines::{DEFAULT_MAX_LINE, Splitter};
+use loopctl_core::decode::parse_line;
 use loopctl_core::{Event, Kind, Replay, RunState, Ts, apply, replay_bytes};
 use proptest::prelude::*;
 use serde_json::json;

@@ -5,10 +5,10 @@
 use std::path::Path;
 
 use loopctl_core::analysis::liveness::Liveness;
-use loopctl_core::postmortem::{Format, Report};
+use loopctl_core::analysis::postmortem::{Format, Report};
+use loopctl_core::analysis::stagnation::{Config, Detector, assess, score_streak};
+use loopctl_core::fold::trace::traces_from_bytes;
 use loopctl_core::replay_bytes;
-use loopctl_core::stagnation::{Config, Detector, assess, score_streak};
-use loopctl_core::trace::traces_from_bytes;
 use loopctl_tests::{files_below, repo, shared};
 
 /// Checks every run of one log; returns how many runs it checked.
@@ -118,9 +118,9 @@ fn the_stagnation_fixture_counts_like_its_expectation() {
 
 mod props {
     use loopctl_core::analysis::liveness::Liveness;
-    use loopctl_core::postmortem::{Format, Report};
-    use loopctl_core::stagnation::{Config, Reset, assess};
-    use loopctl_core::trace::traces_from_bytes;
+    use loopctl_core::analysis::postmortem::{Format, Report};
+    use loopctl_core::analysis::stagnation::{Config, Reset, assess};
+    use loopctl_core::fold::trace::traces_from_bytes;
     use loopctl_core::{Ts, replay_bytes};
     use proptest::prelude::*;
     use serde_json::json;

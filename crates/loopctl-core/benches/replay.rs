@@ -3,11 +3,11 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use loopctl_core::analysis::liveness::Liveness;
+use loopctl_core::analysis::postmortem::{Format, Report};
+use loopctl_core::analysis::stagnation::{Config, assess};
+use loopctl_core::fold::counts::{ChunkTally, Tally};
 use loopctl_core::fold::fold_bytes;
-use loopctl_core::postmortem::{Format, Report};
-use loopctl_core::stagnation::{Config, assess};
-use loopctl_core::tally::{ChunkTally, Tally};
-use loopctl_core::trace::Traces;
+use loopctl_core::fold::trace::Traces;
 use loopctl_core::{Replay, Ts, parse_line, replay_bytes};
 
 fn generated_log(runs: usize, per_run: usize) -> Vec<u8> {

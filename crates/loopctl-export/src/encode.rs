@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
-use loopctl_core::state::Status;
+use loopctl_core::fold::run_state::Status;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{
     Bucket, Counter, Gauge, Histogram, LabelPair, Metric as Sample, MetricFamily, MetricType,
@@ -12,7 +12,7 @@ use prometheus::proto::{
 use prometheus::{Encoder, Registry, TextEncoder};
 
 use crate::model::{Metric, MetricState, Type, Val, finding_label};
-use loopctl_core::replay::FindingKind;
+use loopctl_core::fold::replay::FindingKind;
 
 const FINDING_KINDS: [FindingKind; 6] = [
     FindingKind::BadLine,

@@ -1,9 +1,9 @@
 //! Lines of one log into the model: decoding, damaged lines, torn tails. Pure: the caller reads
 //! the bytes (a whole file for the textfile, the follower's lines for `serve`).
 
-use loopctl_core::lines::{LineText, Piece, Pos, decode};
+use loopctl_core::decode::lines::{LineText, Piece, Pos, decode};
+use loopctl_core::fold::replay::{FindingKind, damage_kind};
 use loopctl_core::parse_line;
-use loopctl_core::replay::{FindingKind, damage_kind};
 
 use crate::model::{MetricState, SourceId};
 

@@ -17,9 +17,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use loopctl_core::analysis::stagnation::{self, Detector};
-use loopctl_core::replay::{FindingKind, seq_step};
-use loopctl_core::state::{RunState, Status, apply_mut};
-use loopctl_core::trace::{Attempt, Trace};
+use loopctl_core::fold::replay::{FindingKind, seq_step};
+use loopctl_core::fold::run_state::{RunState, Status, apply_mut};
+use loopctl_core::fold::trace::{Attempt, Trace};
 use loopctl_core::{Event, Kind};
 use serde_json::Value;
 

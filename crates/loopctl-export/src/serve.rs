@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use loopctl_core::lines::Pos;
+use loopctl_core::decode::lines::Pos;
 use loopctl_core::render::run_row::RunRow;
 use loopctl_follow::{Follower, Item, Start};
 use loopctl_store::clock::now;

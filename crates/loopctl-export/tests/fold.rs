@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use loopctl_core::lines::Pos;
+use loopctl_core::decode::lines::Pos;
 use loopctl_export::feed::Feed;
 use loopctl_export::model::{Metric, MetricState, Val};
 use loopctl_export::textfile::{LogRef, logs, read_log, render, replay};
@@ -236,7 +236,7 @@ fn aif_loop_log_steps_evaluations_and_events() {
     let m = state_of(&["aif-loop-clean"]);
     let ls = lines("aif-loop-clean");
     let run = ls[0]["run_id"].as_str().unwrap();
-    let lp = loopctl_core::state::alias_of(run);
+    let lp = loopctl_core::fold::run_state::alias_of(run);
     let mut by_event: BTreeMap<&str, u64> = BTreeMap::new();
     for l in &ls {
         *by_event.entry(l["event"].as_str().unwrap()).or_default() += 1;

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loopctl_core::Kind;
-use loopctl_core::lines::DEFAULT_MAX_LINE;
+use loopctl_core::decode::lines::DEFAULT_MAX_LINE;
 use loopctl_core::{Event, RunState};
 use loopctl_store::append::{Fsync, LogWriter, holder};
 use loopctl_store::discover::{self, CURRENT, RunRef};

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use loopctl_core::markers::{Marker, MarkerScanner};
+use loopctl_core::rules::markers::{Marker, MarkerScanner};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use sha2::{Digest, Sha256};

@@ -1,19 +1,19 @@
 //! The loop driver. Every fact goes to `history.jsonl` first (fsynced), then into the state,
 //! `run.json`, the `--on-event` stream and the caller's observer. What to do next is always
-//! `plan::next_step` over the events written so far, so a resumed run takes the same path.
+//! `next_step::next_step` over the events written so far, so a resumed run takes the same path.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loopctl_core::event::Kind;
-use loopctl_core::loopfile::{LoopFile, Phase, PhaseKind};
-use loopctl_core::plan::{self, Cursor, Ending, ExitReason, Pos, Shape, Step};
+use loopctl_core::decode::event::Kind;
+use loopctl_core::fold::run_state::{LogMark, fingerprint};
+use loopctl_core::fold::trace::Trace;
+use loopctl_core::rules::loop_file::{LoopFile, Phase, PhaseKind};
+use loopctl_core::rules::next_step::{self, Cursor, Ending, ExitReason, Pos, Shape, Step};
 use loopctl_core::rules::sentinel::Sentinel;
-use loopctl_core::state::{LogMark, fingerprint};
-use loopctl_core::trace::Trace;
-use loopctl_core::{Event, RunState, apply_mut, avenor, parse_line};
+use loopctl_core::{Event, RunState, apply_mut, parse_line, render::avenor_events};
 use loopctl_store::StoreError;
 use loopctl_store::append::{Fsync, LogWriter};
 use loopctl_store::discover::{self, CURRENT, Current, LOG_NAME, RUN_JSON, RunRef};
@@ -468,7 +468,8 @@ impl Runner {
         };
         self.cursor.apply(&parsed);
         self.trace.apply(&parsed);
-        if let (Some(sink), Some(l)) = (self.sink.as_mut(), avenor::lifecycle_line(&parsed)) {
+        if let (Some(sink), Some(l)) = (self.sink.as_mut(), avenor_events::lifecycle_line(&parsed))
+        {
             // A consumer that went away must not stop the loop: the log has the event.
             let _ = sink
                 .write_all(format!("{l}\n").as_bytes())
@@ -521,15 +522,18 @@ impl Runner {
             if let Some(i) = self.control.interrupted() {
                 break record::interrupted_ending(i, &self.cursor, &self.shape);
             }
-            match plan::next_step(&self.shape, &self.cursor) {
+            match next_step::next_step(&self.shape, &self.cursor) {
                 Step::Run { pos, attempt } => self.run_phase(pos, attempt)?,
                 Step::Retry {
                     pos,
                     attempt,
                     retry,
                 } => {
-                    let delay =
-                        plan::backoff_ms(self.opts.retry_base_ms, self.opts.retry_cap_ms, retry);
+                    let delay = next_step::backoff_ms(
+                        self.opts.retry_base_ms,
+                        self.opts.retry_cap_ms,
+                        retry,
+                    );
                     let name = self.phase(&pos).name.clone();
                     let exit_code = self.cursor.last.as_ref().and_then(|l| l.1.exit_code);
                     self.emit(
@@ -552,7 +556,7 @@ impl Runner {
     fn stall_after(&self) -> Option<Duration> {
         let cfg = self.cfg.stagnation_config();
         cfg.stop_on
-            .contains(&loopctl_core::stagnation::Detector::Stalled)
+            .contains(&loopctl_core::analysis::stagnation::Detector::Stalled)
             .then(|| Duration::from_millis(cfg.stalled_after_ms.max(1)))
     }
 

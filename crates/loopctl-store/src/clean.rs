@@ -164,7 +164,11 @@ fn state_files(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = text
         .split(|&b| b == b'\n')
         .filter_map(|l| std::str::from_utf8(l).ok())
-        .filter_map(|l| loopctl_core::event::run_key(l).ok().flatten())
+        .filter_map(|l| {
+            loopctl_core::decode::reference_parser::run_key(l)
+                .ok()
+                .flatten()
+        })
         .map(|id| format!("{}.{RUN_JSON}", loopctl_core::rules::run_id::file_name(&id)))
         .collect();
     names.sort();

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use loopctl_core::decode::lines::{Piece, Pos, Splitter};
 use loopctl_core::fold::{Line, Projection, Split, feed, feed_oversize, feed_piece};
-use loopctl_core::lines::{Piece, Pos, Splitter};
 
 use crate::discover::RunRef;
 use crate::read::{
@@ -168,8 +168,8 @@ mod tests {
     use super::*;
     use crate::read::tests::line;
     use loopctl_core::Replay;
-    use loopctl_core::lines::DEFAULT_MAX_LINE;
-    use loopctl_core::trace::Traces;
+    use loopctl_core::decode::lines::DEFAULT_MAX_LINE;
+    use loopctl_core::fold::trace::Traces;
     use proptest::prelude::*;
 
     /// What the projections give, in a form to compare.
@@ -212,7 +212,7 @@ mod tests {
             let replayed = crate::read::replay_file(&path, &opts, None).unwrap();
             let o = (
                 format!("{:?}\n{:?}\n{:?}", replayed.runs, replayed.findings, replayed.stats),
-                format!("{:?}", loopctl_core::trace::traces_from_bytes("folder", &bytes)),
+                format!("{:?}", loopctl_core::fold::trace::traces_from_bytes("folder", &bytes)),
             );
             prop_assert_eq!(&one.0, &o.0);
             if max_line == DEFAULT_MAX_LINE {

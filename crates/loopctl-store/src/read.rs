@@ -6,9 +6,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 
-use loopctl_core::lines::{DEFAULT_MAX_LINE, LineText, Piece, Pos, Splitter, decode};
-use loopctl_core::replay::{Part, route};
-use loopctl_core::tally::{ChunkTally, Rows, Tally};
+use loopctl_core::decode::lines::{DEFAULT_MAX_LINE, LineText, Piece, Pos, Splitter, decode};
+use loopctl_core::fold::counts::{ChunkTally, Rows, Tally};
+use loopctl_core::fold::replay::{Part, route};
 use loopctl_core::{Event, Outcome, Replay, RunState, parse_line};
 use std::collections::BTreeMap;
 

@@ -9,8 +9,8 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use loopctl_core::salvage::salvage_object;
-use loopctl_core::state::fingerprint;
+use loopctl_core::decode::salvage::salvage_object;
+use loopctl_core::fold::run_state::fingerprint;
 use loopctl_core::{Outcome, RunState};
 use serde::Serialize;
 use serde_json::{Map, Value};

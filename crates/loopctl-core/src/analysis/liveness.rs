@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
-use crate::state::{RunState, Status};
-use crate::ts::Ts;
+use crate::decode::timestamp::Ts;
+use crate::fold::run_state::{RunState, Status};
 
 /// What the lock beside a log says about its writer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -92,7 +92,10 @@ pub fn idle_ms(s: &RunState, now: Ts) -> Option<u64> {
 /// command that continues it.
 pub fn interrupted_note(run: &str, idle: Option<u64>, resume: &str) -> String {
     let since = idle.map_or(String::new(), |ms| {
-        format!(", last event {} ago", crate::postmortem::duration(ms))
+        format!(
+            ", last event {} ago",
+            crate::analysis::postmortem::duration(ms)
+        )
     });
     format!("{run} is interrupted (no runner holds its lock{since}): `{resume}` continues it")
 }

@@ -11,10 +11,10 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::analysis::liveness::RunCondition;
-use crate::stagnation::Verdict;
-use crate::state::{RunState, Status, Tokens};
-use crate::trace::{Attempt, Escalation, Evaluation, Trace, Transition};
-use crate::ts::Ts;
+use crate::analysis::stagnation::Verdict;
+use crate::decode::timestamp::Ts;
+use crate::fold::run_state::{RunState, Status, Tokens};
+use crate::fold::trace::{Attempt, Escalation, Evaluation, Trace, Transition};
 
 /// aif-loop's fallback thresholds when an evaluation states none.
 pub const DEFAULT_THRESHOLD_A: f64 = 0.8;
@@ -1118,7 +1118,7 @@ fn escalation_text(e: &Escalation) -> String {
 }
 
 /// The evidence of a finding on one line.
-pub fn evidence(f: &crate::stagnation::Finding) -> String {
+pub fn evidence(f: &crate::analysis::stagnation::Finding) -> String {
     let mut parts = Vec::new();
     if !f.iterations.is_empty() {
         parts.push(format!(
@@ -1180,8 +1180,8 @@ fn md(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stagnation::{Config, assess};
-    use crate::trace::traces_from_bytes;
+    use crate::analysis::stagnation::{Config, assess};
+    use crate::fold::trace::traces_from_bytes;
 
     fn report(log: &str) -> Report {
         report_with(log, Report::build)

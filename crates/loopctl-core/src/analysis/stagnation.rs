@@ -6,9 +6,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::liveness::Liveness;
-use crate::postmortem::{duration, score};
-use crate::trace::{Attempt, Evaluation, Trace};
-use crate::ts::Ts;
+use crate::analysis::postmortem::{duration, score};
+use crate::decode::timestamp::Ts;
+use crate::fold::trace::{Attempt, Evaluation, Trace};
 
 /// Scores are decimals stored as binary floats: 0.80 -> 0.82 must count as a gain of 0.02.
 const EPS: f64 = 1e-9;
@@ -83,7 +83,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            min_delta: crate::state::STAGNATION_MIN_DELTA,
+            min_delta: crate::fold::run_state::STAGNATION_MIN_DELTA,
             limit: 2,
             reset: Reset::OnProgress,
             repeat: 3,
@@ -605,7 +605,7 @@ fn stalled(trace: &Trace, cfg: &Config, now: Option<Ts>, runner: Liveness) -> Fi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::traces_from_bytes;
+    use crate::fold::trace::traces_from_bytes;
 
     /// A one-run trace from NDJSON lines (any dialect), through the real parser.
     fn trace(lines: &[&str]) -> Trace {
@@ -973,8 +973,8 @@ mod tests {
                 log.push('\n');
             }
             let full = traces_from_bytes("t", log.as_bytes());
-            let mut lean = crate::trace::Traces::lean("t");
-            crate::fold::fold_bytes(&mut lean, log.as_bytes(), crate::lines::DEFAULT_MAX_LINE);
+            let mut lean = crate::fold::trace::Traces::lean("t");
+            crate::fold::fold_bytes(&mut lean, log.as_bytes(), crate::decode::lines::DEFAULT_MAX_LINE);
             let lean = lean.into_runs();
             proptest::prop_assert_eq!(full.len(), lean.len());
             let cfg = Config { repeat, ..Config::default() };

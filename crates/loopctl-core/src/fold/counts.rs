@@ -11,14 +11,14 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::event::{Dialect, Event, Kind};
-use crate::fast::aif_brief;
-use crate::lines::{LineText, Pos, decode, decode_str};
-use crate::replay::{
+use crate::decode::event::{Dialect, Event, Kind};
+use crate::decode::lines::{LineText, Pos, decode, decode_str};
+use crate::decode::single_pass::aif_brief;
+use crate::fold::list_rows::{ChunkRun, Digest, RowEvent, TsRef, fold_facts};
+use crate::fold::replay::{
     Counters, Finding, FindingKind, Outcome, damage_kind, oversize_reason, read_event, seq_step,
 };
-use crate::rows::{ChunkRun, Digest, RowEvent, TsRef, fold_facts};
-use crate::state::RunState;
+use crate::fold::run_state::RunState;
 
 /// Bytes read at a time within a chunk (a UTF-8 check, then the lines): small enough to stay
 /// in cache in between.
@@ -234,7 +234,7 @@ fn finding(pos: Pos, kind: FindingKind, reason: String) -> Finding {
 pub struct Rows {
     pub runs: Vec<Box<RunState>>,
     pub findings: Vec<Finding>,
-    pub stats: crate::replay::Stats,
+    pub stats: crate::fold::replay::Stats,
 }
 
 impl From<Outcome> for Rows {
@@ -402,9 +402,9 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::Replay;
-    use crate::state::Status;
-    use crate::ts::Ts;
+    use crate::decode::timestamp::Ts;
+    use crate::fold::replay::Replay;
+    use crate::fold::run_state::Status;
     use proptest::prelude::*;
 
     fn brief(o: &Outcome) -> Vec<(String, u64, Option<u64>)> {
@@ -461,7 +461,7 @@ mod tests {
             }
             let got = tally.finish();
             let mut r = Replay::new("dflt").without_states();
-            let mut sp = crate::lines::Splitter::new(max_line);
+            let mut sp = crate::decode::lines::Splitter::new(max_line);
             sp.push(&log, |p| r.piece(p));
             sp.finish(|p| r.piece(p));
             let want = r.finish();
@@ -660,7 +660,7 @@ mod tests {
             bounds.extend([0, log.len()]);
             bounds.sort();
             bounds.dedup();
-            let want = crate::replay::replay_bytes("dflt", &log);
+            let want = crate::fold::replay::replay_bytes("dflt", &log);
             let one = chunked_rows(&log, &[0, log.len()]);
             prop_assert!(one.is_some() || bad_ts);
             for got in [one, chunked_rows(&log, &bounds)].into_iter().flatten() {
@@ -681,7 +681,7 @@ mod tests {
         let cut = a.len() + 1;
         assert!(chunked_rows(log.as_bytes(), &[0, cut, log.len()]).is_none());
         let whole = chunked_rows(log.as_bytes(), &[0, log.len()]).expect("one chunk decides");
-        let want = crate::replay::replay_bytes("dflt", log.as_bytes());
+        let want = crate::fold::replay::replay_bytes("dflt", log.as_bytes());
         assert_eq!(
             rows(whole.runs.iter().map(|s| &**s)),
             rows(want.runs.values())

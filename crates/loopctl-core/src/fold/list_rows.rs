@@ -14,10 +14,10 @@
 
 use std::borrow::Cow;
 
-use crate::event::{Event, Kind};
-use crate::replay::read_event;
-use crate::state::{RunState, ScorePoint, apply_mut};
-use crate::ts::Ts;
+use crate::decode::event::{Event, Kind};
+use crate::decode::timestamp::Ts;
+use crate::fold::replay::read_event;
+use crate::fold::run_state::{RunState, ScorePoint, apply_mut};
 
 /// Kinds whose effect on a row goes beyond the envelope, the score of an evaluation and the
 /// iteration an advance names (see `apply_mut`): the reducer applies these.

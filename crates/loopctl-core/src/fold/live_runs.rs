@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use crate::decode::event::Event;
+use crate::fold::run_state::{RunState, apply_mut};
 use crate::rules::run_exit::{EndFacts, RunExit};
-use crate::state::{RunState, apply_mut};
 
 #[derive(Default)]
 pub struct LiveRuns {

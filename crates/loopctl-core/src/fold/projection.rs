@@ -9,11 +9,11 @@
 //!
 //! Pure: the bytes come from the caller.
 
-use crate::event::{Event, Kind};
-use crate::lines::{LineText, Pos, decode, decode_str_cr};
-use crate::replay::{FindingKind, Replay};
-use crate::replay::{damage_kind, oversize_reason, read_event};
-use crate::trace::Traces;
+use crate::decode::event::{Event, Kind};
+use crate::decode::lines::{LineText, Pos, decode, decode_str_cr};
+use crate::fold::replay::{FindingKind, Replay};
+use crate::fold::replay::{damage_kind, oversize_reason, read_event};
+use crate::fold::trace::Traces;
 
 /// Where a line sits in its log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,15 +171,15 @@ impl Split for Traces {
 
 /// Folds a whole in-memory log sequentially (tests, small inputs).
 pub fn fold_bytes<P: Projection + ?Sized>(p: &mut P, bytes: &[u8], max_line: usize) {
-    let mut sp = crate::lines::Splitter::new(max_line);
-    let mut take = |piece: crate::lines::Piece<'_>| feed_piece(p, piece);
+    let mut sp = crate::decode::lines::Splitter::new(max_line);
+    let mut take = |piece: crate::decode::lines::Piece<'_>| feed_piece(p, piece);
     sp.push(bytes, &mut take);
     sp.finish(&mut take);
 }
 
 /// `feed` for a piece of the line splitter.
-pub fn feed_piece<P: Projection + ?Sized>(p: &mut P, piece: crate::lines::Piece<'_>) {
-    use crate::lines::Piece;
+pub fn feed_piece<P: Projection + ?Sized>(p: &mut P, piece: crate::decode::lines::Piece<'_>) {
+    use crate::decode::lines::Piece;
     match piece {
         Piece::Line(pos, raw) => feed(p, at(pos, raw, true), raw, None),
         Piece::Unterminated(pos, raw) => feed(p, at(pos, raw, false), raw, None),

@@ -11,9 +11,10 @@ use std::hash::Hasher;
 use rustc_hash::{FxHashMap, FxHasher};
 use serde::Serialize;
 
-use crate::event::{Dialect, Event, Kind, parse_line_reference, run_key};
-use crate::lines::{LineText, Piece, Pos, decode, decode_str_cr};
-use crate::state::{LogMark, RunState, reduce};
+use crate::decode::event::{Dialect, Event, Kind};
+use crate::decode::lines::{LineText, Piece, Pos, decode, decode_str_cr};
+use crate::decode::reference_parser::{parse_line_reference, run_key};
+use crate::fold::run_state::{LogMark, RunState, reduce};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -139,9 +140,9 @@ impl Counters {
 /// reading payload facts and the timestamp only with `facts`. The error is the finding's reason.
 pub(crate) fn read_event<'a>(text: &'a str, facts: bool, ev: &mut Event<'a>) -> Result<(), String> {
     let fast = if facts {
-        crate::fast::parse_into::<true>(text, ev)
+        crate::decode::single_pass::parse_into::<true>(text, ev)
     } else {
-        crate::fast::parse_into::<false>(text, ev)
+        crate::decode::single_pass::parse_into::<false>(text, ev)
     };
     if fast.is_some() {
         return Ok(());
@@ -556,7 +557,7 @@ pub fn route(default_run: &str, pos: Pos, raw: &[u8], shards: u64) -> u64 {
     if shards <= 1 {
         return 0;
     }
-    if let Some(key) = crate::fast::run_key_fast(raw) {
+    if let Some(key) = crate::decode::single_pass::run_key_fast(raw) {
         return shard_of_bytes(key.unwrap_or(default_run.as_bytes()), shards);
     }
     match decode(pos, raw) {
@@ -571,7 +572,7 @@ pub fn route(default_run: &str, pos: Pos, raw: &[u8], shards: u64) -> u64 {
 /// Replays a whole in-memory log in one pass (tests, small inputs).
 pub fn replay_bytes(default_run: &str, bytes: &[u8]) -> Outcome {
     let mut r = Replay::new(default_run);
-    let mut sp = crate::lines::Splitter::new(crate::lines::DEFAULT_MAX_LINE);
+    let mut sp = crate::decode::lines::Splitter::new(crate::decode::lines::DEFAULT_MAX_LINE);
     sp.push(bytes, |p| r.piece(p));
     sp.finish(|p| r.piece(p));
     r.finish()

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::event::{Event, Kind};
-use crate::ts::Ts;
+use crate::decode::event::{Event, Kind};
+use crate::decode::timestamp::Ts;
 
 /// aif-loop's stagnation rule: a score gain under this counts as no progress.
 pub const STAGNATION_MIN_DELTA: f64 = 0.02;

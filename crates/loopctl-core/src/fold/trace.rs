@@ -18,10 +18,10 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::event::{Event, Kind};
-use crate::lines::{LineText, Piece, Splitter, decode};
-use crate::state::Tokens;
-use crate::ts::Ts;
+use crate::decode::event::{Event, Kind};
+use crate::decode::lines::{LineText, Piece, Splitter, decode};
+use crate::decode::timestamp::Ts;
+use crate::fold::run_state::Tokens;
 
 /// One `evaluation_done`, whatever its payload shape.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -870,11 +870,11 @@ impl Traces {
 /// them).
 pub fn traces_from_bytes(default_run: &str, bytes: &[u8]) -> BTreeMap<String, Trace> {
     let mut t = Traces::new(default_run);
-    let mut sp = Splitter::new(crate::lines::DEFAULT_MAX_LINE);
+    let mut sp = Splitter::new(crate::decode::lines::DEFAULT_MAX_LINE);
     let mut take = |p: Piece<'_>| {
         if let Piece::Line(pos, raw) | Piece::Unterminated(pos, raw) = p
             && let LineText::Text(text) = decode(pos, raw)
-            && let Ok(ev) = crate::event::parse_line(text)
+            && let Ok(ev) = crate::decode::parse_line(text)
         {
             t.apply(&ev);
         }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::event::{Event, Kind};
+use crate::decode::event::{Event, Kind};
 
 fn push(out: &mut String, key: &str, v: &Value) {
     out.push(if out.is_empty() { '{' } else { ',' });

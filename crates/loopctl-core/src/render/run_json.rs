@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
-use crate::json::find_special;
-use crate::state::{LogMark, RunState, ScorePoint, Stop, Tokens};
-use crate::ts::Ts;
+use crate::decode::json_scanner::find_special;
+use crate::decode::timestamp::Ts;
+use crate::fold::run_state::{LogMark, RunState, ScorePoint, Stop, Tokens};
 
 impl RunState {
     /// Appends the state as compact JSON (no newline): `serde_json::to_writer`'s bytes.
@@ -300,7 +300,7 @@ fn escape_into(out: &mut Vec<u8>, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::Status;
+    use crate::fold::run_state::Status;
     use proptest::prelude::*;
 
     fn text() -> impl Strategy<Value = String> {

@@ -551,8 +551,8 @@ impl StopReason {
     }
 
     /// The run status aif-loop gives each reason.
-    pub fn status(self) -> crate::state::Status {
-        use crate::state::Status;
+    pub fn status(self) -> crate::fold::run_state::Status {
+        use crate::fold::run_state::Status;
         match self {
             StopReason::ThresholdReached | StopReason::NoMajorIssues => Status::Completed,
             StopReason::PhaseError => Status::Failed,

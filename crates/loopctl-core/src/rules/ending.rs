@@ -30,8 +30,8 @@ impl Decided {
         if self.blocked {
             return ExitReason::Abort;
         }
-        match crate::state::classify_reason(&self.reason, None).1 {
-            crate::state::Status::Completed => ExitReason::Marker,
+        match crate::fold::run_state::classify_reason(&self.reason, None).1 {
+            crate::fold::run_state::Status::Completed => ExitReason::Marker,
             _ => ExitReason::MaxIterations,
         }
     }

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::criteria::cap;
-use crate::plan::EvalSeen;
+use crate::rules::criteria::cap;
+use crate::rules::next_step::EvalSeen;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Escalation {

@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::criteria::{self, Criteria};
-use crate::transition::{self, Transition, WhenRule};
+use crate::rules::criteria::{self, Criteria};
+use crate::rules::transitions::{self, Transition, WhenRule};
 
 /// Avenor's default, also used when a file says `0`.
 pub const DEFAULT_MAX_ITERATIONS: u64 = 10;
@@ -114,7 +114,7 @@ impl LoopFile {
     }
 
     /// The stagnation settings (validated at parse time; defaults when absent).
-    pub fn stagnation_config(&self) -> crate::stagnation::Config {
+    pub fn stagnation_config(&self) -> crate::analysis::stagnation::Config {
         self.stagnation
             .as_ref()
             .and_then(|v| serde_json::from_value(v.clone()).ok())
@@ -334,7 +334,7 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Vec<ConfigEr
         None | Some(Value::Null) => {}
         Some(Value::Array(lines)) => {
             for (i, l) in lines.iter().enumerate() {
-                match l.as_str().map(transition::parse_when) {
+                match l.as_str().map(transitions::parse_when) {
                     Some(Ok(r)) => when.push(r),
                     Some(Err(m)) => errors.push(err(&format!("when[{i}]"), &m)),
                     None => errors.push(err(&format!("when[{i}]"), "must be a string")),
@@ -349,7 +349,7 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Vec<ConfigEr
     let stagnation = match top.get("stagnation") {
         None | Some(Value::Null) => None,
         Some(v @ Value::Object(_)) => {
-            match serde_json::from_value::<crate::stagnation::Config>(v.clone()) {
+            match serde_json::from_value::<crate::analysis::stagnation::Config>(v.clone()) {
                 Ok(_) => Some(v.clone()),
                 Err(e) => {
                     errors.push(err("stagnation", &e.to_string()));
@@ -396,11 +396,11 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Vec<ConfigEr
                 .position(|p| p.evaluate)
                 .unwrap_or(loop_.len() - 1);
             let declared = top.get("max_iterations").is_some_and(|v| !v.is_null());
-            for m in transition::validate(&when, &loop_names, observer, declared) {
+            for m in transitions::validate(&when, &loop_names, observer, declared) {
                 errors.push(err("when", &m));
             }
             for r in &when {
-                if let transition::Condition::AfterTries(n) = r.condition
+                if let transitions::Condition::AfterTries(n) = r.condition
                     && n > max_iterations
                 {
                     warnings.push(format!(

@@ -8,10 +8,10 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 
-use crate::event::{Event, Kind};
-use crate::loopfile::PhaseKind;
-use crate::markers::{Directive, Marker};
+use crate::decode::event::{Event, Kind};
 pub use crate::rules::ending::{Decided, Ending, ExitReason};
+use crate::rules::loop_file::PhaseKind;
+use crate::rules::markers::{Directive, Marker};
 
 /// Where a phase sits in the loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -461,7 +461,7 @@ pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Event;
+    use crate::decode::event::Event;
     use crate::rules::sentinel::Sentinel;
     use serde_json::json;
 

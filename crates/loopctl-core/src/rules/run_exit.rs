@@ -4,8 +4,8 @@
 //! apply it to the state the log's terminal event leaves, so both give the same code for the
 //! same run.
 
+use crate::fold::run_state::{RunState, Status};
 use crate::rules::ending::ExitReason;
-use crate::state::{RunState, Status};
 
 /// A run's end as far as its exit code goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,10 +111,10 @@ impl RunExit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Event, Kind};
+    use crate::decode::event::{Event, Kind};
+    use crate::fold::run_state::apply;
     use crate::rules::ending::{Decided, Ending};
     use crate::rules::sentinel::Sentinel;
-    use crate::state::apply;
     use serde_json::{Value, json};
 
     fn facts(exit_reason: Option<&str>, reason: &str, code: Option<i64>, st: Status) -> RunExit {

@@ -4,13 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use loopctl_core::criteria::{
+use loopctl_core::rules::criteria::{
     self, AfterEvaluation, Circumstances, Criteria, Evaluation, Level, SelfReport, Verdict,
 };
-use loopctl_core::escalation::Escalation;
-use loopctl_core::markers::Directive;
-use loopctl_core::transition::{self, Action, Condition, END, Observed, Route, WhenRule};
-use loopctl_core::{postmortem, stagnation};
+use loopctl_core::rules::escalation::Escalation;
+use loopctl_core::rules::markers::Directive;
+use loopctl_core::rules::transitions::{self, Action, Condition, END, Observed, Route, WhenRule};
+use loopctl_core::{analysis::postmortem, analysis::stagnation};
 
 use super::*;
 
@@ -85,7 +85,7 @@ impl Runner {
             t["feedback"] = json!(f);
         }
         let rule = if observed {
-            transition::pick(&self.cfg.when, &o).cloned()
+            transitions::pick(&self.cfg.when, &o).cloned()
         } else {
             None
         };
@@ -152,7 +152,7 @@ impl Runner {
         o: &Observed,
         eval: Option<&Evaluation>,
         failure: Option<&str>,
-        abort: &Option<loopctl_core::markers::Marker>,
+        abort: &Option<loopctl_core::rules::markers::Marker>,
         pos: Pos,
     ) -> Result<()> {
         t["source"] = json!("when");
@@ -429,7 +429,7 @@ fn route_branches(
     let Some(tr) = &spec.transition else {
         return false;
     };
-    let result = transition::result_string(
+    let result = transitions::result_string(
         fin.get("result_marker").and_then(Value::as_str),
         fin.get("result").and_then(Value::as_str),
     );
@@ -443,7 +443,7 @@ fn route_branches(
             t["route"] = json!([cfg.loop_index(to)]);
         }
     };
-    match transition::route(tr, !clean, result) {
+    match transitions::route(tr, !clean, result) {
         Route::OnFailure(to) => goto(t, "on_failure", to),
         Route::Branch(i, to) => {
             t["branch"] = json!(i);

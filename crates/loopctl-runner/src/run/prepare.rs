@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use loopctl_core::loopfile::{self, LoopFile, PhaseKind};
+use loopctl_core::rules::loop_file::{self, LoopFile, PhaseKind};
 
 use crate::template;
 
@@ -31,7 +31,7 @@ pub fn prepare(
     cli_agent: Option<&[String]>,
 ) -> std::result::Result<Prepared, Vec<String>> {
     let at = |e: &dyn std::fmt::Display| format!("{}: {e}", loop_file.display());
-    let parsed = loopfile::parse(text, initial)
+    let parsed = loop_file::parse(text, initial)
         .map_err(|es| es.iter().map(|e| at(e)).collect::<Vec<_>>())?;
     let mut errors = Vec::new();
     for kind in [PhaseKind::Pre, PhaseKind::Loop, PhaseKind::Post] {

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use loopctl_core::loopfile::{LoopFile, PhaseKind};
-use loopctl_core::plan::{Cursor, Ending, ExitReason, Pos, Shape};
+use loopctl_core::rules::loop_file::{LoopFile, PhaseKind};
+use loopctl_core::rules::next_step::{Cursor, Ending, ExitReason, Pos, Shape};
 use loopctl_core::{RunState, Status};
 use serde_json::{Value, json};
 
@@ -65,7 +65,7 @@ pub(super) fn phase_finished(
     }
     o.insert("stop_reason".into(), json!(stop_reason));
     o.insert("duration_ms".into(), json!(f.duration_ms));
-    if let Some(m) = loopctl_core::markers::winner(&f.markers) {
+    if let Some(m) = loopctl_core::rules::markers::winner(&f.markers) {
         o.insert(
             "marker".into(),
             json!({"directive": m.directive, "label": m.label}),

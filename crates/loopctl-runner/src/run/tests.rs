@@ -1,6 +1,6 @@
 //! Attempt bookkeeping on constructed inputs: sessions, run ids, prompt placement.
 
-use loopctl_core::loopfile::PhaseKind;
+use loopctl_core::rules::loop_file::PhaseKind;
 
 use super::*;
 

@@ -1,9 +1,9 @@
 //! `loopctl postmortem RUN`: what happened to a run, as text, Markdown or JSON.
 
 use clap::Args as ClapArgs;
-use loopctl_core::postmortem::{Format, Report};
-use loopctl_core::stagnation::assess;
-use loopctl_core::trace::Trace;
+use loopctl_core::analysis::postmortem::{Format, Report};
+use loopctl_core::analysis::stagnation::assess;
+use loopctl_core::fold::trace::Trace;
 use loopctl_store::snapshot::folder_run;
 
 use super::Ctx;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
-use loopctl_core::event::{Event, Kind};
-use loopctl_core::loopfile::agent_argv;
+use loopctl_core::decode::event::{Event, Kind};
+use loopctl_core::rules::loop_file::agent_argv;
 use loopctl_runner::run::{Finished, write_config_failure};
 use loopctl_runner::{RunOptions, Runner, RunnerError, prepare};
 use owo_colors::OwoColorize;

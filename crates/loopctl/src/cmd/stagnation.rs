@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
-use loopctl_core::stagnation::{Config, Reset, Verdict, assess};
-use loopctl_core::trace::{Trace, Traces};
+use loopctl_core::analysis::stagnation::{Config, Reset, Verdict, assess};
+use loopctl_core::fold::trace::{Trace, Traces};
 use loopctl_core::{Outcome, Replay, RunState};
 use loopctl_store::discover::{LOG_NAME, RunRef, list_runs};
 use loopctl_store::fold::{fold_file, fold_runs};
@@ -220,7 +220,7 @@ pub fn verdict_text(
             "[-]".dimmed().to_string()
         };
         o += &format!("  {mark} {:<16} {}\n", f.detector.name(), f.summary);
-        let ev = loopctl_core::postmortem::evidence(f);
+        let ev = loopctl_core::analysis::postmortem::evidence(f);
         if f.triggered && !ev.is_empty() {
             o += &format!("      {:<16} {}\n", "", ev.dimmed());
         }

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
-use loopctl_core::event::{Event, Kind};
+use loopctl_core::decode::event::{Event, Kind};
+use loopctl_core::decode::lines::{LineText, Pos, decode};
 use loopctl_core::fold::live_runs::LiveRuns;
 use loopctl_core::fold::{Damage, Line, Projection};
-use loopctl_core::lines::{LineText, Pos, decode};
 use loopctl_core::{Ts, parse_line};
 use loopctl_follow::{Follower, Item, Start, tail_offset};
 use loopctl_store::discover::{self, LOG_NAME};
@@ -95,7 +95,7 @@ impl Filter {
             && self.run.as_ref().is_none_or(|r| {
                 ev.run_id
                     .as_deref()
-                    .is_some_and(|id| id == r || loopctl_core::state::alias_of(id) == r)
+                    .is_some_and(|id| id == r || loopctl_core::fold::run_state::alias_of(id) == r)
             })
             && (!self.milestones || ev.kind.is_milestone())
             && self.since.is_none_or(|s| ev.ts.is_some_and(|t| t >= s))

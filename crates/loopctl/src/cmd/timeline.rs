@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use loopctl_core::event::{Event, Kind};
+use loopctl_core::decode::event::{Event, Kind};
 use loopctl_core::{RunState, Status};
 use owo_colors::{AnsiColors, OwoColorize};
 use serde_json::Value;

@@ -250,15 +250,15 @@ fn stop_conditions_in_aif_loops_order() {
     );
     assert_eq!(
         StopReason::NoMajorIssues.status(),
-        crate::state::Status::Completed
+        crate::fold::run_state::Status::Completed
     );
     assert_eq!(
         StopReason::PhaseError.status(),
-        crate::state::Status::Failed
+        crate::fold::run_state::Status::Failed
     );
     assert_eq!(
         StopReason::Stagnation.status(),
-        crate::state::Status::Stopped
+        crate::fold::run_state::Status::Stopped
     );
 }
 

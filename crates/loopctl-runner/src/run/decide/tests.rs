@@ -177,7 +177,7 @@ fn chain() -> LoopFile {
          "transition": {"on_failure": "low",
                         "branches": [{"operator": "ends_with", "when": "_ok", "goto": "end"}]}},
         {"name": "plain", "run": "true"}]}"#;
-    loopctl_core::loopfile::parse(text, None)
+    loopctl_core::rules::loop_file::parse(text, None)
         .expect("loop file")
         .file
 }

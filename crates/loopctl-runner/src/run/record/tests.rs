@@ -1,7 +1,7 @@
 //! The runner's records on constructed facts: no process, no file, no clock.
 
-use loopctl_core::markers::{Directive, Marker};
-use loopctl_core::plan::{Decided, PhaseEnd};
+use loopctl_core::rules::markers::{Directive, Marker};
+use loopctl_core::rules::next_step::{Decided, PhaseEnd};
 
 use super::*;
 
@@ -357,9 +357,10 @@ fn resume_takes_the_loop_and_options_from_run_started_only() {
         max_retries: 3,
         ..RunOptions::new("/work".into())
     };
-    let cfg = loopctl_core::loopfile::parse(r#"{"loop": [{"name": "t", "run": "true"}]}"#, None)
-        .expect("loop file")
-        .file;
+    let cfg =
+        loopctl_core::rules::loop_file::parse(r#"{"loop": [{"name": "t", "run": "true"}]}"#, None)
+            .expect("loop file")
+            .file;
     let started = json!({"config": cfg, "options": opts});
     let (c, o) = stored_config("r", Some(started)).expect("our run");
     assert_eq!((c.loop_.len(), c.loop_[0].name.as_str()), (1, "t"));
