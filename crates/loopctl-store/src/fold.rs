@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use loopctl_core::decode::lines::{Piece, Pos, Splitter};
+use loopctl_core::decode::lines::Pos;
 use loopctl_core::fold::{Line, Projection, Split, feed, feed_oversize, feed_piece};
 
 use crate::discover::RunRef;
@@ -41,25 +41,7 @@ pub fn fold_prefix<P: Projection + ?Sized>(
     max_line: usize,
     p: &mut P,
 ) -> Result<()> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(io_err(path))?;
-    let len = file.metadata().map_err(io_err(path))?.len().min(end);
-    let mut file = file.take(len);
-    let mut sp = Splitter::new(max_line);
-    // Small logs (a run folder's) get a buffer their size: a root holds thousands of them.
-    let mut buf = vec![0u8; (len as usize).saturating_add(1).min(1 << 20)];
-    let mut take = |piece: Piece<'_>| feed_piece(p, piece);
-    loop {
-        let n = match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io_err(path)(e)),
-        };
-        sp.push(&buf[..n], &mut take);
-    }
-    sp.finish(take);
-    Ok(())
+    crate::read::pieces_between(path, 0, end, 0, max_line, |piece| feed_piece(p, piece))
 }
 
 /// `fold_file` in chunks of about `chunk` bytes on `threads` threads (at least two): every

@@ -48,6 +48,18 @@ pub fn for_each_piece(
     start: u64,
     lines_before: u64,
     max_line: usize,
+    f: impl FnMut(Piece<'_>),
+) -> Result<()> {
+    pieces_between(path, start, u64::MAX, lines_before, max_line, f)
+}
+
+/// Feeds every piece of the bytes from `start` (line `lines_before + 1`) to `end` to `f`.
+pub(crate) fn pieces_between(
+    path: &Path,
+    start: u64,
+    end: u64,
+    lines_before: u64,
+    max_line: usize,
     mut f: impl FnMut(Piece<'_>),
 ) -> Result<()> {
     let mut file = File::open(path).map_err(io_err(path))?;
@@ -60,7 +72,9 @@ pub fn for_each_piece(
         .metadata()
         .map_err(io_err(path))?
         .len()
+        .min(end)
         .saturating_sub(start);
+    let mut file = file.take(len);
     let mut buf = vec![0u8; (len as usize).saturating_add(1).min(CHUNK)];
     loop {
         let n = match file.read(&mut buf) {
