@@ -63,3 +63,31 @@ pub struct Ending {
     pub iterations_completed: u64,
     pub decided: Option<Decided>,
 }
+
+impl Ending {
+    /// What the `stopped` event records of this ending itself (the runner adds the error of a
+    /// failed or timed-out run); `run_exit` reads exactly these fields back.
+    pub fn stopped_payload(&self) -> serde_json::Value {
+        let mut payload = serde_json::json!({
+            "exit_reason": self.reason.as_str(),
+            "iterations_completed": self.iterations_completed,
+            "stop_reason": self.stop_reason,
+        });
+        if let Some(l) = &self.label {
+            payload["exit_label"] = l.as_str().into();
+        }
+        if let Some(c) = self.exit_code {
+            payload["exit_code"] = c.into();
+        }
+        if let Some(d) = &self.decided {
+            payload["reason"] = d.reason.as_str().into();
+            if let Some(w) = &d.warning {
+                payload["warning"] = w.as_str().into();
+            }
+            if let Some(x) = &d.detail {
+                payload["detail"] = x.as_str().into();
+            }
+        }
+        payload
+    }
+}

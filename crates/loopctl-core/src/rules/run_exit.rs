@@ -115,7 +115,7 @@ mod tests {
     use crate::fold::run_state::apply;
     use crate::rules::ending::{Decided, Ending};
     use crate::rules::sentinel::Sentinel;
-    use serde_json::{Value, json};
+    use serde_json::Value;
 
     fn facts(exit_reason: Option<&str>, reason: &str, code: Option<i64>, st: Status) -> RunExit {
         RunExit::of(&EndFacts {
@@ -286,17 +286,7 @@ mod tests {
             endings.push(end(d.exit_reason(), None, Some(d)));
         }
         for e in endings {
-            let mut payload =
-                json!({"exit_reason": e.reason.as_str(), "stop_reason": e.stop_reason});
-            if let Some(l) = &e.label {
-                payload["exit_label"] = json!(l);
-            }
-            if let Some(c) = e.exit_code {
-                payload["exit_code"] = json!(c);
-            }
-            if let Some(d) = &e.decided {
-                payload["reason"] = json!(d.reason);
-            }
+            let payload = e.stopped_payload();
             let stopped = Event::new(Kind::Stopped).with_payload(&payload);
             let s = apply(RunState::new("r"), &stopped);
             let code = payload.get("exit_code").and_then(Value::as_i64);

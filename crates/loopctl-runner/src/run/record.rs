@@ -202,28 +202,8 @@ pub(super) fn stopped(
     timeout_ms: Option<u64>,
     stop_request: Option<&str>,
 ) -> (Value, Option<String>) {
-    let mut payload = json!({
-        "exit_reason": e.reason.as_str(),
-        "iterations_completed": e.iterations_completed,
-        "stop_reason": e.stop_reason,
-    });
-    let mut warning = None;
-    if let Some(l) = &e.label {
-        payload["exit_label"] = json!(l);
-    }
-    if let Some(c) = e.exit_code {
-        payload["exit_code"] = json!(c);
-    }
-    if let Some(d) = &e.decided {
-        payload["reason"] = json!(d.reason);
-        if let Some(w) = &d.warning {
-            payload["warning"] = json!(w);
-            warning = Some(w.clone());
-        }
-        if let Some(x) = &d.detail {
-            payload["detail"] = json!(x);
-        }
-    }
+    let mut payload = e.stopped_payload();
+    let warning = e.decided.as_ref().and_then(|d| d.warning.clone());
     match e.reason {
         ExitReason::PhaseFailure => {
             if let Some(err) = last_failure.map(str::to_string).or_else(|| {
