@@ -2,5 +2,6 @@
 //! native events as Avenor lifecycle events.
 
 pub mod avenor_events;
+pub mod postmortem_text;
 pub(crate) mod run_json;
 pub mod run_row;

@@ -1,0 +1,578 @@
+//! The postmortem report rendered: terminal text, Markdown and JSON. The model and how it is
+//! built from a run's state, trace and verdict are in `analysis::postmortem`.
+
+use std::fmt::Write as _;
+
+use crate::analysis::liveness::RunCondition;
+use crate::analysis::postmortem::*;
+use crate::fold::trace::{Escalation, Transition};
+
+impl Report {
+    /// The report; a long timeline shows its first and last `TIMELINE_EDGE` iterations in text
+    /// and Markdown.
+    pub fn render(&self, format: Format) -> String {
+        self.render_full(format, false)
+    }
+
+    /// `render`, with every iteration of the timeline when `full` is true.
+    pub fn render_full(&self, format: Format, full: bool) -> String {
+        match format {
+            Format::Text => self.text(full),
+            Format::Markdown => self.markdown(full),
+            Format::Json => self.to_json(),
+        }
+    }
+
+    /// Pretty JSON with a final newline; field names are the struct's.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_else(|_| "{}".into());
+        s.push('\n');
+        s
+    }
+
+    fn headline(&self) -> String {
+        let s = &self.stop;
+        if s.running {
+            let what = if s.status == RunCondition::Interrupted.as_str() {
+                "interrupted: no runner holds its lock"
+            } else {
+                "still running"
+            };
+            return format!(
+                "{what} (last event {})",
+                s.last_event_at.map_or("-".into(), |t| t.to_string())
+            );
+        }
+        let mut t = s.status.clone();
+        if !s.reason.is_empty() {
+            let _ = write!(t, ": {}", s.reason);
+        }
+        if let Some(d) = &s.detail {
+            let _ = write!(t, " ({d})");
+        }
+        if let Some(at) = s.at {
+            let _ = write!(t, " at {at}");
+        }
+        t
+    }
+
+    fn iterations_text(&self) -> String {
+        let i = &self.iterations;
+        let mut t = match i.max {
+            Some(m) => format!("{} of {m}", i.reached),
+            None => i.reached.to_string(),
+        };
+        let _ = write!(t, ", {} completed", i.completed);
+        t
+    }
+
+    /// Terminal text (no colours: the CLI adds none, so the text is the same everywhere).
+    pub fn to_text(&self) -> String {
+        self.text(false)
+    }
+
+    fn text(&self, full: bool) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "Postmortem of {} ({})", self.run_id, self.task_alias);
+        let _ = writeln!(o, "  outcome     {}", self.headline());
+        let _ = writeln!(o, "  iterations  {}", self.iterations_text());
+        if let Some(w) = self.stop.wall_ms {
+            let _ = writeln!(
+                o,
+                "  wall time   {} ({} events)",
+                duration(w),
+                self.stop.events
+            );
+        }
+        if let Some(e) = &self.stop.error {
+            let _ = writeln!(o, "  error       {}", clip(e, 200));
+        }
+
+        if !self.timeline.is_empty() {
+            let _ = writeln!(o, "\nTimeline");
+            let width = self.name_width.unwrap_or(5).clamp(5, 24);
+            let (head, elided, tail) = timeline_parts(&self.timeline, self.elided, full);
+            for (i, r) in head.iter().chain(tail).enumerate() {
+                if i == head.len() && elided > 0 {
+                    let _ = writeln!(o, "  {}", elided_line(elided));
+                }
+                let _ = writeln!(
+                    o,
+                    "  iteration {}{}",
+                    r.iteration.map_or("-".into(), |i| i.to_string()),
+                    r.duration_ms
+                        .map_or(String::new(), |d| format!("  ({})", duration(d)))
+                );
+                for p in &r.phases {
+                    let line = format!(
+                        "    {:<width$}  #{:<2} {:>8}  {:<7}{}",
+                        clip(&p.name, width),
+                        p.attempt,
+                        p.duration_ms.map_or("-".into(), duration),
+                        p.outcome,
+                        p.detail
+                            .as_deref()
+                            .map_or(String::new(), |d| format!(" {}", clip(d, 100)))
+                    );
+                    let _ = writeln!(o, "{}", line.trim_end());
+                }
+                for e in &r.evaluations {
+                    let _ = writeln!(o, "    {:<width$}  {}", "score", score_line(e));
+                }
+            }
+        }
+
+        if !self.time_per_phase.is_empty() {
+            let _ = writeln!(o, "\nTime per phase");
+            let width = self
+                .time_per_phase
+                .iter()
+                .map(|p| p.name.chars().count())
+                .max()
+                .unwrap_or(5)
+                .clamp(5, 24);
+            for p in &self.time_per_phase {
+                let _ = writeln!(
+                    o,
+                    "  {:<width$}  {:>8}  {:>5.1}%  {}×",
+                    clip(&p.name, width),
+                    duration(p.total_ms),
+                    p.share_pct,
+                    p.count
+                );
+            }
+        }
+
+        let sc = &self.scores;
+        if !sc.points.is_empty() {
+            let _ = writeln!(o, "\nScores  {}", sc.sparkline);
+            let _ = writeln!(
+                o,
+                "  {}",
+                sc.points
+                    .iter()
+                    .map(|p| format!("{}/{} {}", p.iteration, p.phase, score(p.score)))
+                    .collect::<Vec<_>>()
+                    .join("  →  ")
+            );
+            if let Some(b) = sc.best {
+                let _ = writeln!(o, "  best {}", score(b));
+            }
+        }
+
+        if let Some(d) = &self.distance_to_success {
+            let _ = writeln!(o, "\nDistance to success");
+            for line in distance_lines(d) {
+                let _ = writeln!(o, "  {line}");
+            }
+        }
+
+        if self.retries.count > 0 || self.errors.count > 0 {
+            let _ = writeln!(o, "\nRetries and errors");
+            let _ = writeln!(
+                o,
+                "  {} retr{}, {} error(s)",
+                self.retries.count,
+                if self.retries.count == 1 { "y" } else { "ies" },
+                self.errors.count
+            );
+            for r in &self.retries.items {
+                let _ = writeln!(o, "  retry  {}", retry_text(r));
+            }
+            for e in &self.errors.items {
+                let _ = writeln!(o, "  error  {}", clip(&error_text(e), 160));
+            }
+            if let Some(l) = &self.errors.last_phase_error {
+                let _ = writeln!(o, "  last phase error: {}", clip(l, 200));
+            }
+        }
+
+        if !self.escalations.is_empty() || !self.transitions.is_empty() {
+            let _ = writeln!(o, "\nDecisions");
+            for t in &self.transitions {
+                let _ = writeln!(o, "  transition  {}", transition_text(t));
+            }
+            for e in &self.escalations {
+                let _ = writeln!(o, "  escalated   {}", clip(&escalation_text(e), 160));
+            }
+        }
+
+        let v = &self.stagnation;
+        let _ = writeln!(
+            o,
+            "\nStagnation: {}",
+            if v.stagnating {
+                "STAGNATING"
+            } else {
+                "healthy"
+            }
+        );
+        for f in &v.findings {
+            let mark = if f.triggered {
+                "[x]"
+            } else if f.applicable {
+                "[ ]"
+            } else {
+                "[-]"
+            };
+            let _ = writeln!(o, "  {mark} {:<16} {}", f.detector.name(), f.summary);
+            if f.triggered {
+                let ev = evidence(f);
+                if !ev.is_empty() {
+                    let _ = writeln!(o, "      {:<16} {ev}", "");
+                }
+            }
+        }
+
+        if let Some(t) = &self.tokens {
+            let _ = writeln!(o, "\nTokens: {} in, {} out", t.input, t.output);
+        }
+        o
+    }
+
+    /// Markdown to paste into an issue.
+    pub fn to_markdown(&self) -> String {
+        self.markdown(false)
+    }
+
+    fn markdown(&self, full: bool) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "## Postmortem: `{}`\n", md(&self.run_id));
+        let _ = writeln!(o, "| | |\n|---|---|");
+        let _ = writeln!(o, "| Alias | `{}` |", md(&self.task_alias));
+        let _ = writeln!(o, "| Status | {} |", md(&self.stop.status));
+        if !self.stop.reason.is_empty() {
+            let _ = writeln!(o, "| Stop reason | `{}` |", md(&self.stop.reason));
+        }
+        if let Some(d) = &self.stop.detail {
+            let _ = writeln!(o, "| Detail | {} |", md(d));
+        }
+        match (self.stop.running, self.stop.at) {
+            (true, _) => {
+                let _ = writeln!(
+                    o,
+                    "| Stopped | still running (last event {}) |",
+                    self.stop
+                        .last_event_at
+                        .map_or("-".into(), |t| t.to_string())
+                );
+            }
+            (false, Some(at)) => {
+                let _ = writeln!(o, "| Stopped at | {at} |");
+            }
+            _ => {}
+        }
+        let _ = writeln!(o, "| Iterations | {} |", self.iterations_text());
+        if let Some(w) = self.stop.wall_ms {
+            let _ = writeln!(
+                o,
+                "| Wall time | {} ({} events) |",
+                duration(w),
+                self.stop.events
+            );
+        }
+        if let Some(e) = &self.stop.error {
+            let _ = writeln!(o, "| Error | {} |", md(e));
+        }
+        if let Some(t) = &self.tokens {
+            let _ = writeln!(o, "| Tokens | {} in, {} out |", t.input, t.output);
+        }
+
+        if let Some(d) = &self.distance_to_success {
+            let _ = writeln!(o, "\n### Distance to success\n");
+            for line in distance_lines(d) {
+                let _ = writeln!(o, "- {}", md(&line));
+            }
+        }
+
+        if !self.timeline.is_empty() {
+            let _ = writeln!(o, "\n### Timeline\n");
+            let _ = writeln!(
+                o,
+                "| Iteration | Phase | Attempt | Duration | Outcome | Notes |\n|---|---|---|---|---|---|"
+            );
+            let (head, elided, tail) = timeline_parts(&self.timeline, self.elided, full);
+            for (i, r) in head.iter().chain(tail).enumerate() {
+                if i == head.len() && elided > 0 {
+                    let _ = writeln!(o, "| | *{}* | | | | |", elided_line(elided));
+                }
+                let it = r.iteration.map_or("-".into(), |i| i.to_string());
+                for p in &r.phases {
+                    let _ = writeln!(
+                        o,
+                        "| {it} | {} | {} | {} | {} | {} |",
+                        md(&p.name),
+                        p.attempt,
+                        p.duration_ms.map_or("-".into(), duration),
+                        p.outcome,
+                        md(&p.detail.clone().unwrap_or_default())
+                    );
+                }
+                for e in &r.evaluations {
+                    let _ = writeln!(
+                        o,
+                        "| {it} | *evaluation ({})* | | | {} | score {}{} |",
+                        md(&e.phase),
+                        pass_word(e.passed),
+                        score(e.score),
+                        if e.failed.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; failed: {}", md(&e.failed.join(", ")))
+                        }
+                    );
+                }
+            }
+        }
+
+        if !self.time_per_phase.is_empty() {
+            let _ = writeln!(o, "\n### Time per phase\n");
+            let _ = writeln!(o, "| Phase | Total | Share | Runs |\n|---|---:|---:|---:|");
+            for p in &self.time_per_phase {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {:.1}% | {} |",
+                    md(&p.name),
+                    duration(p.total_ms),
+                    p.share_pct,
+                    p.count
+                );
+            }
+        }
+
+        let sc = &self.scores;
+        if !sc.points.is_empty() {
+            let _ = writeln!(o, "\n### Score trajectory\n");
+            let _ = writeln!(
+                o,
+                "`{}` {} (best {})\n",
+                sc.sparkline,
+                sc.points
+                    .iter()
+                    .map(|p| score(p.score))
+                    .collect::<Vec<_>>()
+                    .join(" → "),
+                sc.best.map_or("-".into(), score)
+            );
+            let _ = writeln!(
+                o,
+                "| Iteration | Phase | Score | Passed | Failed rules |\n|---|---|---:|---|---|"
+            );
+            for p in &sc.points {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {} | {} | {} |",
+                    p.iteration,
+                    md(&p.phase),
+                    score(p.score),
+                    pass_word(p.passed),
+                    md(&p.failed.join(", "))
+                );
+            }
+        }
+
+        if self.retries.count > 0 || self.errors.count > 0 {
+            let _ = writeln!(o, "\n### Retries and errors\n");
+            let _ = writeln!(
+                o,
+                "{} retries, {} errors.\n",
+                self.retries.count, self.errors.count
+            );
+            for r in &self.retries.items {
+                let _ = writeln!(o, "- retry: {}", md(&retry_text(r)));
+            }
+            for e in &self.errors.items {
+                let _ = writeln!(o, "- error: {}", md(&error_text(e)));
+            }
+            if let Some(l) = &self.errors.last_phase_error {
+                let _ = writeln!(
+                    o,
+                    "\nLast phase error:\n\n```\n{}\n```",
+                    l.replace("```", "'''")
+                );
+            }
+        }
+
+        if !self.escalations.is_empty() || !self.transitions.is_empty() {
+            let _ = writeln!(o, "\n### Decisions\n");
+            for t in &self.transitions {
+                let _ = writeln!(o, "- transition: {}", md(&transition_text(t)));
+            }
+            for e in &self.escalations {
+                let _ = writeln!(o, "- escalated: {}", md(&escalation_text(e)));
+            }
+        }
+
+        let v = &self.stagnation;
+        let _ = writeln!(
+            o,
+            "\n### Stagnation\n\n**{}**\n",
+            if v.stagnating {
+                "Stagnating"
+            } else {
+                "Healthy"
+            }
+        );
+        let _ = writeln!(
+            o,
+            "| Detector | Result | Summary | Evidence |\n|---|---|---|---|"
+        );
+        for f in &v.findings {
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {} | {} |",
+                f.detector.name(),
+                if f.triggered {
+                    "**triggered**"
+                } else if f.applicable {
+                    "ok"
+                } else {
+                    "n/a"
+                },
+                md(&f.summary),
+                md(&evidence(f))
+            );
+        }
+        o
+    }
+}
+
+/// The line that stands for the elided middle of a timeline.
+fn elided_line(n: usize) -> String {
+    format!("... {n} iteration(s) elided (--full-timeline shows all) ...")
+}
+
+fn distance_lines(d: &Distance) -> Vec<String> {
+    let mut v = vec![
+        format!(
+            "phase {} threshold {} ({}), final score {} at iteration {}",
+            d.phase,
+            score(d.threshold),
+            if d.threshold_source == "default" {
+                "aif-loop default"
+            } else {
+                "from the evaluation"
+            },
+            score(d.score),
+            d.iteration
+        ),
+        format!("gap to threshold: {}", score(d.gap)),
+        if d.blocking_rules.is_empty() {
+            format!("blocking fail-severity rules: {}", d.blocking)
+        } else {
+            format!(
+                "blocking fail-severity rules: {} ({})",
+                d.blocking,
+                d.blocking_rules.join(", ")
+            )
+        },
+    ];
+    if let (Some(p), Some(t)) = (d.rules_passed, d.rules_total) {
+        v.push(format!("rules passed: {p}/{t}"));
+    }
+    if d.iteration_limit {
+        v.push("stopped at the iteration limit short of the threshold".into());
+    }
+    v
+}
+
+fn pass_word(p: Option<bool>) -> &'static str {
+    match p {
+        Some(true) => "pass",
+        Some(false) => "fail",
+        None => "-",
+    }
+}
+
+fn score_line(e: &ScorePoint) -> String {
+    let mut t = format!("{} ({}) {}", score(e.score), e.phase, pass_word(e.passed));
+    if !e.failed.is_empty() {
+        let _ = write!(t, "; failed: {}", e.failed.join(", "));
+    }
+    t
+}
+
+fn retry_text(r: &RetryRow) -> String {
+    let mut t = r.phase.clone().unwrap_or_else(|| "?".into());
+    if let Some(i) = r.iteration {
+        let _ = write!(t, " iteration {i}");
+    }
+    if let (Some(a), Some(n)) = (r.attempt, r.next_attempt) {
+        let _ = write!(t, " attempt {a} → {n}");
+    }
+    if let Some(c) = r.exit_code {
+        let _ = write!(t, ", exit code {c}");
+    }
+    if let Some(d) = r.delay_ms {
+        let _ = write!(t, ", after {}", duration(d));
+    }
+    t
+}
+
+fn error_text(e: &ErrorRow) -> String {
+    let mut t = String::new();
+    if let Some(p) = &e.phase {
+        let _ = write!(t, "{p} ");
+    }
+    if let Some(i) = e.iteration {
+        let _ = write!(t, "(iteration {i}) ");
+    }
+    let _ = write!(t, "[{}] {}", e.source, e.text);
+    t
+}
+
+fn transition_text(t: &Transition) -> String {
+    let mut s = format!(
+        "{} via {}",
+        t.from.as_deref().unwrap_or("?"),
+        t.source.as_deref().unwrap_or("?")
+    );
+    if let Some(r) = &t.rule {
+        let _ = write!(s, " rule {r}");
+    }
+    if let Some(c) = &t.condition {
+        let _ = write!(s, " ({c})");
+    }
+    if !t.goto.is_empty() {
+        let _ = write!(s, " → {}", t.goto.join(", "));
+    }
+    if let Some(r) = &t.end_reason {
+        let _ = write!(s, " → end: {r}");
+    }
+    if let Some(w) = &t.end_warning {
+        let _ = write!(s, " (warning: {w})");
+    }
+    s
+}
+
+fn escalation_text(e: &Escalation) -> String {
+    let mut s = e.question.clone().unwrap_or_else(|| "(no question)".into());
+    if let Some(p) = &e.pattern {
+        let _ = write!(s, "; pattern: {p}");
+    }
+    if let Some(n) = e.attempts {
+        let _ = write!(s, "; {n} attempt(s)");
+    }
+    s
+}
+
+/// At most `n` characters, with `…` when cut; newlines become spaces.
+pub(crate) fn clip(s: &str, n: usize) -> String {
+    let one: String = s
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    if one.chars().count() <= n {
+        return one;
+    }
+    let mut t: String = one.chars().take(n.saturating_sub(1)).collect();
+    t.push('…');
+    t
+}
+
+/// Safe inside a Markdown table cell.
+pub(crate) fn md(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+}
