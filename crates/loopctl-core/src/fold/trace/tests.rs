@@ -1,0 +1,177 @@
+use super::*;
+
+fn one(log: &str) -> Trace {
+    let runs = traces_from_bytes("t", log.as_bytes());
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs.into_values().next().unwrap_or_default()
+}
+
+#[test]
+fn aif_loop_steps_take_the_gap_to_the_previous_event() {
+    let t = one(concat!(
+        r#"{"ts":"2026-01-01T00:00:00Z","run_id":"r","iteration":0,"phase":"A","step":"INIT","event":"run_started","payload":{"max_iterations":4}}"#,
+        "\n",
+        r#"{"ts":"2026-01-01T00:00:30Z","run_id":"r","iteration":1,"phase":"A","step":"PLAN","event":"plan_created"}"#,
+        "\n",
+        r#"{"ts":"2026-01-01T00:01:30Z","run_id":"r","iteration":1,"phase":"A","step":"EVALUATE","event":"evaluation_done","payload":{"score":0.444,"threshold":0.8,"passed":false,"fail_count":2,"warn_count":2,"pass_count":3}}"#,
+        "\n",
+        r#"{"ts":"2026-01-01T00:02:00Z","run_id":"r","iteration":1,"phase":"A","step":"REFINE","event":"refinement_done"}"#,
+        "\n",
+        r#"{"ts":"2026-01-01T00:02:05Z","run_id":"r","iteration":1,"phase":"A","step":"REFINE","event":"iteration_advanced","payload":{"new_iteration":2}}"#,
+        "\n",
+        r#"{"ts":"2026-01-01T00:02:10Z","run_id":"r","iteration":2,"phase":"A","step":"EVALUATE","event":"phase_error","payload":{"error":"no score"}}"#,
+        "\n",
+        r#"{"ts":"2026-01-01T00:02:20Z","run_id":"r","iteration":2,"phase":"A","step":"EVALUATE","event":"evaluation_done","payload":{"score":0.9,"passed":true,"failed_rules":[],"warn_rules":["W"],"active_rule_count":7,"passed_rule_count":6}}"#,
+        "\n",
+    ));
+    let steps: Vec<_> = t
+        .phases()
+        .iter()
+        .map(|a| {
+            (
+                a.name.as_str(),
+                a.iteration,
+                a.attempt,
+                a.duration_ms,
+                a.outcome(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        vec![
+            ("INIT", Some(0), 1, None, "ok"),
+            ("PLAN", Some(1), 1, Some(30_000), "ok"),
+            ("EVALUATE", Some(1), 1, Some(60_000), "ok"),
+            ("REFINE", Some(1), 1, Some(35_000), "ok"),
+            ("EVALUATE", Some(2), 1, Some(5_000), "failed"),
+            ("EVALUATE", Some(2), 2, Some(10_000), "ok"),
+        ]
+    );
+    assert_eq!(t.errors.len(), 1);
+    assert_eq!(t.errors[0].text, "no score");
+    let e = &t.evaluations[0];
+    assert_eq!(
+        (e.active_rules, e.passed_rules, e.blocking()),
+        (Some(7), Some(3), 2)
+    );
+    let e = &t.evaluations[1];
+    assert_eq!(
+        (e.active_rules, e.passed_rules, e.blocking()),
+        (Some(7), Some(6), 0)
+    );
+    assert_eq!(e.previous_score, 0.444);
+    assert!(t.is_running());
+}
+
+#[test]
+fn native_attempts_carry_git_state_verdicts_and_errors() {
+    let t = one(concat!(
+        r#"{"v":1,"seq":1,"ts":"2026-01-01T00:00:00.000Z","run_id":"n","event":"run_started","payload":{}}"#,
+        "\n",
+        r#"{"v":1,"seq":2,"ts":"2026-01-01T00:00:01.000Z","run_id":"n","event":"phase_started","iteration":1,"step":"fix","payload":{"kind":"loop","index":0,"attempt":1,"session_id":"s","commit":"c1","worktree":"w1"}}"#,
+        "\n",
+        r#"{"v":1,"seq":3,"ts":"2026-01-01T00:00:05.000Z","run_id":"n","event":"phase_finished","iteration":1,"step":"fix","payload":{"kind":"loop","index":0,"attempt":1,"exit_code":1,"stop_reason":"error","duration_ms":3900,"error":"phase \"fix\" exited with code 1: boom","commit":"c1","worktree":"w1"}}"#,
+        "\n",
+        r#"{"v":1,"seq":4,"ts":"2026-01-01T00:00:06.000Z","run_id":"n","event":"phase_retry","iteration":1,"step":"fix","payload":{"attempt":1,"next_attempt":2,"retry":1,"delay_ms":1000,"exit_code":1}}"#,
+        "\n",
+        r#"{"v":1,"seq":5,"ts":"2026-01-01T00:00:07.000Z","run_id":"n","event":"phase_started","iteration":1,"step":"fix","payload":{"kind":"loop","index":0,"attempt":2,"session_id":"s2","commit":"c1","worktree":"w1"}}"#,
+        "\n",
+        r#"{"v":1,"seq":5,"ts":"2026-01-01T00:00:07.000Z","run_id":"n","event":"phase_started","iteration":1,"step":"fix","payload":{"kind":"loop","index":0,"attempt":2}}"#,
+        "\n",
+        r#"{"v":1,"seq":6,"ts":"2026-01-01T00:00:09.000Z","run_id":"n","event":"phase_finished","iteration":1,"step":"fix","payload":{"exit_code":0,"stop_reason":"end_turn","duration_ms":2000,"verdict":"pass","commit":"c2","worktree":"w2","marker":{"directive":"exit","label":"green"}}}"#,
+        "\n",
+        r#"{"v":1,"seq":7,"ts":"2026-01-01T00:00:09.500Z","run_id":"n","event":"evaluation_done","iteration":1,"phase":"A","step":"fix","payload":{"score":0.9,"passed":true,"threshold":0.8,"failed":[],"warnings":["w"],"rule_results":[{"id":"a","passed":true},{"id":"w","passed":false}],"source":"checks","decision":{"action":"proceed","feedback":""}}}"#,
+        "\n",
+        r#"{"v":1,"seq":8,"ts":"2026-01-01T00:00:09.600Z","run_id":"n","event":"transition","iteration":1,"step":"fix","payload":{"from":"fix","source":"when","rule":"passes","goto":["review"]}}"#,
+        "\n",
+        r#"{"v":1,"seq":9,"ts":"2026-01-01T00:00:10.000Z","run_id":"n","event":"stopped","payload":{"exit_reason":"marker","exit_label":"green","iterations_completed":1}}"#,
+        "\n",
+    ));
+    assert_eq!(t.duplicates, 1);
+    assert_eq!(t.attempts.len(), 2);
+    let (a, b) = (&t.attempts[0], &t.attempts[1]);
+    assert_eq!(
+        (a.attempt, a.outcome(), a.duration_ms),
+        (1, "failed", Some(3900))
+    );
+    assert_eq!(
+        (b.attempt, b.outcome(), b.verdict.as_deref()),
+        (2, "ok", Some("pass"))
+    );
+    assert_eq!(b.marker.as_deref(), Some("exit: green"));
+    assert_eq!(
+        (b.commit_start.as_deref(), b.commit_end.as_deref()),
+        (Some("c1"), Some("c2"))
+    );
+    assert_eq!(t.retries.len(), 1);
+    assert_eq!(t.retries[0].delay_ms, Some(1000));
+    assert_eq!(t.errors.len(), 1);
+    assert!(t.errors[0].text.contains("boom"));
+    let e = &t.evaluations[0];
+    assert_eq!((e.active_rules, e.passed_rules), (Some(2), Some(1)));
+    assert_eq!(e.decision.as_deref(), Some("proceed"));
+    assert_eq!(t.transitions[0].goto, vec!["review".to_string()]);
+    let stop = t.stop.as_ref().unwrap();
+    assert_eq!(stop.reason.as_deref(), Some("marker"));
+    assert_eq!(t.phases().len(), 2, "explicit attempts win over steps");
+}
+
+#[test]
+fn avenor_phase_durations_come_from_the_timestamps() {
+    let t = one(concat!(
+        r#"{"event":"avenor.loop.start","run_id":"a","ts":1715000000000,"max_iterations":5}"#,
+        "\n",
+        r#"{"ts":1715000001000,"phase":"build","event":"avenor.phase.start","iteration":0,"kind":"pre","run_id":"a"}"#,
+        "\n",
+        r#"{"run_id":"a","iteration":0,"stop_reason":"end_turn","event":"avenor.phase.end","phase":"build","ts":1715000060000,"usage":{"input_tokens":2000,"output_tokens":500}}"#,
+        "\n",
+        r#"{"event":"avenor.phase.start","kind":"loop","iteration":1,"phase":"test","ts":1715000061000,"run_id":"a"}"#,
+        "\n",
+        r#"{"phase":"test","run_id":"a","event":"avenor.phase.end","ts":1715000090000,"iteration":1,"stop_reason":"max_tokens"}"#,
+        "\n",
+        r#"{"event":"avenor.loop.end","exit_reason":"phase_failure","ts":1715000091000,"run_id":"a"}"#,
+        "\n",
+    ));
+    let a: Vec<_> = t
+        .phases()
+        .iter()
+        .map(|a| {
+            (
+                a.name.as_str(),
+                a.kind.as_deref(),
+                a.duration_ms,
+                a.outcome(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        a,
+        vec![
+            ("build", Some("pre"), Some(59_000), "ok"),
+            ("test", Some("loop"), Some(29_000), "failed")
+        ]
+    );
+    assert_eq!(t.tokens.input, 2000);
+    assert_eq!(t.errors[0].text, "stop reason max_tokens");
+    assert!(!t.is_running());
+}
+
+#[test]
+fn garbage_payloads_do_not_panic() {
+    let t = one(concat!(
+        r#"{"event":"phase_finished","v":1,"payload":{"duration_ms":-5,"exit_code":"x","marker":7}}"#,
+        "\n",
+        r#"{"event":"transition","v":1,"payload":{"goto":"end","end":"done"}}"#,
+        "\n",
+        r#"{"event":"evaluation_done","v":1,"payload":[1,2]}"#,
+        "\n",
+        r#"{"event":"escalated","v":1,"payload":"?"}"#,
+        "\n",
+        r#"{"event":"phase_finished","v":1,"ts":5,"payload":{"duration_ms":18446744073709551615}}"#,
+        "\n",
+    ));
+    assert_eq!(t.events, 5);
+    assert_eq!(t.transitions[0].goto, vec!["end".to_string()]);
+    assert_eq!(t.transitions[0].end_reason.as_deref(), Some("done"));
+}
