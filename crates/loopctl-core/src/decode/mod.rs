@@ -5,6 +5,7 @@
 //! Dependencies run one way: `event` (the model) ← `reference_parser`, `single_pass` ←
 //! `parse_line` here, which tries the single pass and falls back to the reference.
 
+pub mod agent_usage;
 pub mod event;
 pub mod json_scanner;
 pub mod lines;

@@ -1,0 +1,253 @@
+//! Token and cost records in an agent's stdout, summed into one [`AgentUsage`] per phase.
+//!
+//! Two shapes are recognised (docs/runner.md, "Agent usage", cites their sources):
+//! - Claude Code `-p --output-format stream-json`: a `{"type":"system","subtype":"init",
+//!   "model":...}` line first and a `{"type":"result", ..., "total_cost_usd", "num_turns",
+//!   "usage": {input_tokens, output_tokens, cache_read_input_tokens,
+//!   cache_creation_input_tokens}, "modelUsage": {MODEL: {...}}}` line last. A result holds
+//!   its session's totals, so the results of several sessions are added.
+//! - Codex `exec --json`: `{"type":"thread.started"}`, then `{"type":"turn.completed",
+//!   "usage": {input_tokens, cached_input_tokens, output_tokens}}` per turn. Codex fills that
+//!   usage from the thread's running total, so within a thread the last one counts, and
+//!   threads are added. Codex prints no model.
+//!
+//! Anything else (text, other JSON, damaged or huge lines, fields of the wrong type) is
+//! skipped: a field that does not decode is left out, never guessed, never a panic.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// The `usage` object of a `phase_finished` payload (the contract with the analytics and
+/// OTel readers). Absent fields are omitted, never null.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentUsage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    /// Claude `cache_read_input_tokens`, Codex `cached_input_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    /// Claude `cache_creation_input_tokens` (Codex `cache_write_input_tokens` where printed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_creation_tokens: Option<u64>,
+    /// Only when the agent reported it (Claude `total_cost_usd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+fn sum(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+    }
+}
+
+impl AgentUsage {
+    /// Adds another record: counts and cost are summed, the later model wins.
+    pub fn add(&mut self, o: &AgentUsage) {
+        self.input_tokens = sum(self.input_tokens, o.input_tokens);
+        self.output_tokens = sum(self.output_tokens, o.output_tokens);
+        self.cache_read_tokens = sum(self.cache_read_tokens, o.cache_read_tokens);
+        self.cache_creation_tokens = sum(self.cache_creation_tokens, o.cache_creation_tokens);
+        self.turns = sum(self.turns, o.turns);
+        self.cost_usd = match (self.cost_usd, o.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+        if o.model.is_some() {
+            self.model.clone_from(&o.model);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == AgentUsage::default()
+    }
+
+    /// The `usage` object of an event payload, as a reader finds it: fields of the wrong type
+    /// are left out. `None` when there is none or nothing in it decodes.
+    pub fn from_payload(payload: &serde_json::Value) -> Option<AgentUsage> {
+        let u = payload.get("usage")?.as_object()?;
+        let n = |k: &str| u.get(k).and_then(serde_json::Value::as_u64);
+        let usage = AgentUsage {
+            input_tokens: n("input_tokens"),
+            output_tokens: n("output_tokens"),
+            cache_read_tokens: n("cache_read_tokens"),
+            cache_creation_tokens: n("cache_creation_tokens"),
+            cost_usd: u
+                .get("cost_usd")
+                .and_then(serde_json::Value::as_f64)
+                .filter(|c| c.is_finite() && *c >= 0.0),
+            turns: n("turns"),
+            model: u.get("model").and_then(|m| m.as_str()).map(str::to_string),
+        };
+        (!usage.is_empty()).then_some(usage)
+    }
+}
+
+/// The fields of one agent line that matter; every value is kept raw and decoded on its own,
+/// so one field of the wrong type spoils only itself. Other fields are skipped unread.
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow)]
+    subtype: Option<&'a RawValue>,
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    #[serde(borrow)]
+    total_cost_usd: Option<&'a RawValue>,
+    #[serde(borrow)]
+    num_turns: Option<&'a RawValue>,
+    #[serde(borrow)]
+    usage: Option<&'a RawValue>,
+    #[serde(rename = "modelUsage", borrow)]
+    model_usage: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Tokens<'a> {
+    #[serde(borrow)]
+    input_tokens: Option<&'a RawValue>,
+    #[serde(borrow)]
+    output_tokens: Option<&'a RawValue>,
+    #[serde(borrow)]
+    cache_read_input_tokens: Option<&'a RawValue>,
+    #[serde(borrow)]
+    cache_creation_input_tokens: Option<&'a RawValue>,
+    #[serde(borrow)]
+    cached_input_tokens: Option<&'a RawValue>,
+    #[serde(borrow)]
+    cache_write_input_tokens: Option<&'a RawValue>,
+}
+
+fn count(v: Option<&RawValue>) -> Option<u64> {
+    serde_json::from_str(v?.get()).ok()
+}
+
+fn string(v: Option<&RawValue>) -> Option<String> {
+    serde_json::from_str::<String>(v?.get()).ok()
+}
+
+fn tokens(v: Option<&RawValue>) -> AgentUsage {
+    let Some(t) = v.and_then(|v| serde_json::from_str::<Tokens<'_>>(v.get()).ok()) else {
+        return AgentUsage::default();
+    };
+    AgentUsage {
+        input_tokens: count(t.input_tokens),
+        output_tokens: count(t.output_tokens),
+        cache_read_tokens: count(t.cache_read_input_tokens).or(count(t.cached_input_tokens)),
+        cache_creation_tokens: count(t.cache_creation_input_tokens)
+            .or(count(t.cache_write_input_tokens)),
+        ..AgentUsage::default()
+    }
+}
+
+/// The model of a Claude result's `modelUsage` (`{MODEL: {"outputTokens": N, ...}}`): the one
+/// that wrote the most, as sub-agents may run on a smaller model.
+fn main_model(v: Option<&RawValue>) -> Option<String> {
+    #[derive(Deserialize)]
+    struct PerModel<'a> {
+        #[serde(rename = "outputTokens", borrow)]
+        output_tokens: Option<&'a RawValue>,
+    }
+    let models: BTreeMap<String, &RawValue> = serde_json::from_str(v?.get()).ok()?;
+    models
+        .into_iter()
+        .map(|(name, m)| {
+            let out = serde_json::from_str::<PerModel<'_>>(m.get()).ok();
+            (out.and_then(|p| count(p.output_tokens)).unwrap_or(0), name)
+        })
+        .max_by_key(|(out, _)| *out)
+        .map(|(_, name)| name)
+}
+
+/// Feeds an agent's stdout lines; [`UsageScanner::usage`] gives the phase's usage so far.
+#[derive(Debug, Clone, Default)]
+pub struct UsageScanner {
+    /// Claude results and finished Codex threads.
+    closed: AgentUsage,
+    /// The current Codex thread's last `turn.completed` (its running total) and turn count.
+    thread: Option<AgentUsage>,
+    /// From Claude's `system`/`init` line.
+    model: Option<String>,
+}
+
+/// Only lines naming one of these can be records; the rest skip the JSON parser.
+const NEEDLES: [&[u8]; 3] = [b"result", b"turn.completed", b"thread.started"];
+
+impl UsageScanner {
+    /// One line of stdout, without its newline (a trailing CR is tolerated).
+    pub fn line(&mut self, line: &[u8]) {
+        let line = line.trim_ascii();
+        if !(line.starts_with(b"{") && line.ends_with(b"}")) {
+            return;
+        }
+        let init = memchr::memmem::find(line, b"init").is_some();
+        if !init
+            && !NEEDLES
+                .iter()
+                .any(|n| memchr::memmem::find(line, n).is_some())
+        {
+            return;
+        }
+        let Ok(text) = std::str::from_utf8(line) else {
+            return;
+        };
+        let Ok(l) = serde_json::from_str::<Line<'_>>(text) else {
+            return;
+        };
+        match string(l.kind).as_deref() {
+            Some("system") if string(l.subtype).as_deref() == Some("init") => {
+                if let Some(m) = string(l.model) {
+                    self.model = Some(m);
+                }
+            }
+            Some("result") => {
+                let mut u = tokens(l.usage);
+                u.cost_usd = l
+                    .total_cost_usd
+                    .and_then(|v| serde_json::from_str::<f64>(v.get()).ok())
+                    .filter(|c| c.is_finite() && *c >= 0.0);
+                u.turns = count(l.num_turns);
+                u.model = self.model.clone().or_else(|| main_model(l.model_usage));
+                self.closed.add(&u);
+            }
+            Some("thread.started") => self.close_thread(),
+            Some("turn.completed") => {
+                let turns = self.thread.as_ref().and_then(|t| t.turns).unwrap_or(0);
+                let mut u = tokens(l.usage);
+                u.turns = Some(turns.saturating_add(1));
+                self.thread = Some(u);
+            }
+            _ => {}
+        }
+    }
+
+    fn close_thread(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.closed.add(&t);
+        }
+    }
+
+    /// The usage seen so far, `None` when no record was seen.
+    pub fn usage(&self) -> Option<AgentUsage> {
+        let mut u = self.closed.clone();
+        if let Some(t) = &self.thread {
+            u.add(t);
+        }
+        if u.model.is_none() && !u.is_empty() {
+            u.model.clone_from(&self.model);
+        }
+        (!u.is_empty()).then_some(u)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,205 @@
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::*;
+
+fn scan(text: &str) -> Option<AgentUsage> {
+    let mut s = UsageScanner::default();
+    for l in text.split('\n') {
+        s.line(l.as_bytes());
+    }
+    s.usage()
+}
+
+const CLAUDE: &str = include_str!("../../../../../fixtures/agents/claude-stream-json.jsonl");
+const CODEX: &str = include_str!("../../../../../fixtures/agents/codex-exec-json.jsonl");
+
+#[test]
+fn a_claude_result_gives_its_totals_cost_turns_and_the_init_model() {
+    let u = scan(CLAUDE).expect("usage");
+    assert_eq!(u.input_tokens, Some(18));
+    assert_eq!(u.output_tokens, Some(208));
+    assert_eq!(u.cache_read_tokens, Some(49366));
+    assert_eq!(u.cache_creation_tokens, Some(8421));
+    assert_eq!(u.cost_usd, Some(0.05794215));
+    assert_eq!(u.turns, Some(5));
+    assert_eq!(u.model.as_deref(), Some("claude-sonnet-4-5-20250929"));
+}
+
+#[test]
+fn without_an_init_line_the_model_that_wrote_most_in_model_usage_is_named() {
+    let result = CLAUDE.lines().last().unwrap();
+    assert_eq!(
+        scan(result).unwrap().model.as_deref(),
+        Some("claude-sonnet-4-5-20250929")
+    );
+}
+
+#[test]
+fn claude_messages_alone_are_no_record_only_the_result_is() {
+    let before_result: Vec<&str> = CLAUDE.lines().take(CLAUDE.lines().count() - 1).collect();
+    assert_eq!(scan(&before_result.join("\n")), None);
+}
+
+#[test]
+fn two_claude_sessions_in_one_phase_are_added() {
+    let u = scan(&format!("{CLAUDE}{CLAUDE}")).unwrap();
+    assert_eq!(u.input_tokens, Some(36));
+    assert_eq!(u.turns, Some(10));
+    assert_eq!(u.cost_usd, Some(0.05794215 * 2.0));
+}
+
+#[test]
+fn a_codex_turn_gives_tokens_cache_reads_and_one_turn_but_no_model_or_cost() {
+    let u = scan(CODEX).expect("usage");
+    assert_eq!(
+        u,
+        AgentUsage {
+            input_tokens: Some(41873),
+            output_tokens: Some(1516),
+            cache_read_tokens: Some(35072),
+            turns: Some(1),
+            ..AgentUsage::default()
+        }
+    );
+}
+
+#[test]
+fn codex_turns_of_one_thread_are_running_totals_and_threads_are_added() {
+    let turn = |i: u64, o: u64| {
+        format!(
+            r#"{{"type":"turn.completed","usage":{{"input_tokens":{i},"cached_input_tokens":0,"output_tokens":{o}}}}}"#
+        )
+    };
+    let log = [
+        r#"{"type":"thread.started","thread_id":"a"}"#.to_string(),
+        turn(100, 10),
+        turn(250, 30),
+        r#"{"type":"thread.started","thread_id":"b"}"#.to_string(),
+        turn(40, 4),
+    ]
+    .join("\n");
+    let u = scan(&log).unwrap();
+    assert_eq!((u.input_tokens, u.output_tokens), (Some(290), Some(34)));
+    assert_eq!(u.turns, Some(3));
+}
+
+#[test]
+fn text_damaged_lines_and_wrong_types_are_skipped_field_by_field() {
+    let log = [
+        "plain text mentioning result and turn.completed",
+        r#"{"type":"result","usage":{"input_tokens":"12","output_tokens":-3,"cache_read_input_tokens":7},"total_cost_usd":"0.1","num_turns":2.5}"#,
+        r#"{"type":"result","usage":{"input_tokens":5"#,
+        r#"{"type":["result"],"usage":{"input_tokens":99}}"#,
+        r#"{"type":"result","total_cost_usd":-1,"usage":[1,2]}"#,
+        "\u{0}\u{7f}{}",
+    ]
+    .join("\n");
+    let u = scan(&log).unwrap();
+    assert_eq!(
+        u,
+        AgentUsage {
+            cache_read_tokens: Some(7),
+            ..AgentUsage::default()
+        }
+    );
+    assert_eq!(scan("no records here\n{\"type\":\"turn.started\"}"), None);
+}
+
+#[test]
+fn a_crlf_line_and_a_huge_result_text_still_count() {
+    let big = "x".repeat(4 << 20);
+    let line = format!(
+        "{{\"type\":\"result\",\"result\":\"{big}\",\"usage\":{{\"input_tokens\":3,\"output_tokens\":4}}}}\r"
+    );
+    let u = scan(&line).unwrap();
+    assert_eq!((u.input_tokens, u.output_tokens), (Some(3), Some(4)));
+}
+
+#[test]
+fn the_usage_object_reads_back_from_a_payload_and_omits_what_is_absent() {
+    let u = scan(CODEX).unwrap();
+    let payload = json!({"exit_code": 0, "usage": u});
+    assert_eq!(
+        payload["usage"],
+        json!({"input_tokens": 41873, "output_tokens": 1516, "cache_read_tokens": 35072, "turns": 1})
+    );
+    assert_eq!(AgentUsage::from_payload(&payload), Some(u));
+    assert_eq!(
+        AgentUsage::from_payload(&json!({"usage": {"input_tokens": "x"}})),
+        None
+    );
+    assert_eq!(AgentUsage::from_payload(&json!({"usage": 3})), None);
+}
+
+/// Pieces an agent's output is made of, valid and broken.
+fn piece() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(r#"{"type":"result","num_turns":1,"usage":{"input_tokens":1}}"#.to_string()),
+        Just(
+            r#"{"type":"turn.completed","usage":{"input_tokens":2,"cached_input_tokens":1}}"#
+                .to_string()
+        ),
+        Just(r#"{"type":"thread.started"}"#.to_string()),
+        Just(r#"{"type":"system","subtype":"init","model":"m"}"#.to_string()),
+        Just(r#"{"type":"result","modelUsage":{"a":{"outputTokens":"x"},"b":7}}"#.to_string()),
+        Just(format!("{{{}}}", "[".repeat(300))),
+        Just(r#"{"type":"result","usage":{"input_tokens":18446744073709551615}}"#.to_string()),
+        "\\PC{0,40}",
+        "[{}\\[\\]\":,0-9a-z. ]{0,40}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn no_bytes_make_it_panic(lines in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 0..20)) {
+        let mut s = UsageScanner::default();
+        for l in &lines {
+            s.line(l);
+        }
+        let _ = s.usage();
+    }
+
+    #[test]
+    fn any_mix_of_pieces_cut_anywhere_never_panics_and_reads_back(
+        pieces in proptest::collection::vec(piece(), 0..30),
+        cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..5),
+    ) {
+        let mut text = pieces.join("\n");
+        for c in cuts {
+            if !text.is_empty() {
+                let mut at = c.index(text.len());
+                while !text.is_char_boundary(at) {
+                    at -= 1;
+                }
+                text.insert(at, '\n');
+            }
+        }
+        if let Some(u) = scan(&text) {
+            prop_assert!(!u.is_empty());
+            let back = AgentUsage::from_payload(&json!({"usage": u}));
+            prop_assert_eq!(back, Some(u));
+        }
+    }
+
+    #[test]
+    fn garbage_between_records_changes_nothing(
+        garbage in proptest::collection::vec("[^\n]{0,60}", 0..8),
+    ) {
+        let clean = scan(CLAUDE);
+        let mut mixed = String::new();
+        for (i, l) in CLAUDE.lines().enumerate() {
+            if let Some(g) = garbage.get(i)
+                && !g.contains("\"type\"")
+            {
+                mixed.push_str(g);
+                mixed.push('\n');
+            }
+            mixed.push_str(l);
+            mixed.push('\n');
+        }
+        prop_assert_eq!(scan(&mixed), clean);
+    }
+}
