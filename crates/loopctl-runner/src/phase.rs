@@ -1,5 +1,6 @@
 //! One phase attempt: a process in its own process group, its stdout and stderr kept in files
-//! (hashed as they stream), its stdout scanned line by line for loop markers.
+//! (hashed as they stream), its stdout scanned line by line for loop markers and for the
+//! agent's token and cost records (`decode::agent_usage`).
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -10,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
+use loopctl_core::decode::agent_usage::{AgentUsage, UsageScanner};
 use loopctl_core::rules::markers::{Marker, MarkerScanner};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -17,8 +19,11 @@ use sha2::{Digest, Sha256};
 
 use crate::control::Control;
 
-/// Longest line the marker scanner looks at; longer lines cannot be markers.
-const MAX_MARKER_LINE: usize = 64 << 10;
+/// Longest stderr line kept whole; only a line's start is reported (the last error line).
+const MAX_STDERR_LINE: usize = 64 << 10;
+/// Longest stdout line kept whole for the marker and usage scanners: Claude's `result` line
+/// carries the agent's whole final answer.
+const MAX_STDOUT_LINE: usize = 16 << 20;
 
 pub enum Program {
     /// An argv run directly, no shell.
@@ -61,11 +66,14 @@ pub struct Finished {
     pub evaluation: Option<String>,
     /// Ended by the stall watchdog: no output for `stall_after`.
     pub stalled: bool,
+    /// The agent's token and cost records on stdout, summed; `None` when it printed none.
+    pub usage: Option<AgentUsage>,
 }
 
 struct Captured {
     sha256: String,
     scanner: MarkerScanner,
+    usage: UsageScanner,
     last_line: Option<String>,
 }
 
@@ -73,10 +81,11 @@ fn hex(d: impl AsRef<[u8]>) -> String {
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Copies a stream to its file, hashing it and feeding complete lines to the marker scanner.
 /// Milliseconds since the attempt started at which it last wrote something.
 type Activity = Option<(Arc<AtomicU64>, Instant)>;
 
+/// Copies a stream to its file, hashing it and, with `scan`, feeding complete lines to the
+/// marker and usage scanners.
 fn capture(
     mut from: impl Read,
     to: &Path,
@@ -96,19 +105,32 @@ fn capture(
     };
     let mut hash = Sha256::new();
     let mut scanner = MarkerScanner::default();
+    let mut usage = UsageScanner::default();
     let mut partial: Vec<u8> = Vec::new();
     let mut last_line = None;
     let mut buf = vec![0u8; 64 << 10];
-    let feed = |line: &[u8], scanner: &mut MarkerScanner, last: &mut Option<String>| {
-        let text = String::from_utf8_lossy(line);
-        let t = text.trim();
-        if !t.is_empty() {
-            *last = Some(t.chars().take(1000).collect());
-        }
-        if scan {
-            scanner.line(&text);
-        }
+    // A line longer than the cap keeps only its start and its end: enough for markers and the
+    // last line, but such a usage record may have lost its counts, so it is not read.
+    let max_line = if scan {
+        MAX_STDOUT_LINE
+    } else {
+        MAX_STDERR_LINE
     };
+    let mut cut = false;
+    let mut feed =
+        |line: &[u8], whole: bool, scanner: &mut MarkerScanner, last: &mut Option<String>| {
+            if scan && whole {
+                usage.line(line);
+            }
+            let text = String::from_utf8_lossy(line);
+            let t = text.trim();
+            if !t.is_empty() {
+                *last = Some(t.chars().take(1000).collect());
+            }
+            if scan {
+                scanner.line(&text);
+            }
+        };
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) => break,
@@ -128,26 +150,28 @@ fn capture(
         let mut rest = chunk;
         while let Some(i) = memchr::memchr(b'\n', rest) {
             if partial.is_empty() {
-                feed(&rest[..i], &mut scanner, &mut last_line);
+                feed(&rest[..i], true, &mut scanner, &mut last_line);
             } else {
                 partial.extend_from_slice(&rest[..i]);
-                feed(&partial, &mut scanner, &mut last_line);
+                feed(&partial, !cut, &mut scanner, &mut last_line);
                 partial.clear();
+                cut = false;
             }
             rest = &rest[i + 1..];
         }
-        // An over-long unfinished line is kept only up to the cap: it cannot be a marker.
-        let room = MAX_MARKER_LINE.saturating_sub(partial.len());
+        let room = max_line.saturating_sub(partial.len());
+        cut |= rest.len() > room;
         partial.extend_from_slice(&rest[..rest.len().min(room)]);
     }
     if !partial.is_empty() {
-        feed(&partial, &mut scanner, &mut last_line);
+        feed(&partial, !cut, &mut scanner, &mut last_line);
     }
     // No fsync here: the phase_finished event that names this file is fsynced, and an output
     // file only matters as long as the page cache holds it or the disk does.
     Ok(Captured {
         sha256: hex(hash.finalize()),
         scanner,
+        usage,
         last_line,
     })
 }
@@ -304,5 +328,9 @@ pub fn run(a: Attempt<'_>, control: &Control) -> std::io::Result<Finished> {
         stderr_sha256: err.sha256,
         last_line: out.last_line,
         last_error_line: err.last_line,
+        usage: out.usage.usage(),
     })
 }
+
+#[cfg(test)]
+mod tests;

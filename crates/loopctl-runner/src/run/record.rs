@@ -109,6 +109,9 @@ pub(super) fn phase_finished(
     if decide && matches!(stop_reason, "end_turn" | "error" | STALLED) {
         o.insert("decide".into(), json!(true));
     }
+    if let Some(u) = &f.usage {
+        o.insert("usage".into(), json!(u));
+    }
     if let Some(c) = &at.commit {
         o.insert("commit".into(), json!(c));
     }

@@ -85,9 +85,32 @@ fn a_clean_attempt_records_its_output_and_no_failure() {
     assert_eq!(fin["result"], "all green");
     assert_eq!(fin["output_log"], "logs/a.stdout");
     assert_eq!(fin["stderr_sha256"], "bb");
-    for absent in ["error", "verdict", "decide", "signal", "commit"] {
+    for absent in ["error", "verdict", "decide", "signal", "commit", "usage"] {
         assert!(fin.get(absent).is_none(), "{absent} in {fin}");
     }
+}
+
+#[test]
+fn the_agent_usage_seen_on_stdout_is_recorded_as_the_contract_names_it() {
+    use loopctl_core::decode::agent_usage::AgentUsage;
+    let mut f = exited(1);
+    f.usage = Some(AgentUsage {
+        input_tokens: Some(18),
+        output_tokens: Some(208),
+        cache_read_tokens: Some(49366),
+        cost_usd: Some(0.05),
+        turns: Some(5),
+        model: Some("claude-sonnet-4-5".into()),
+        ..AgentUsage::default()
+    });
+    // A failed attempt spent its tokens too.
+    let (fin, failure) = finished(&f, None, &facts(at(PhaseKind::Loop, 0, 1)));
+    assert!(failure.is_some());
+    assert_eq!(
+        fin["usage"],
+        json!({"input_tokens": 18, "output_tokens": 208, "cache_read_tokens": 49366,
+               "cost_usd": 0.05, "turns": 5, "model": "claude-sonnet-4-5"})
+    );
 }
 
 #[test]
