@@ -52,7 +52,7 @@ fn stdout_usage_records_are_read_as_the_lines_stream_in_pieces() {
 #[test]
 fn a_result_line_longer_than_a_read_counts_whole_and_a_marker_after_it_is_seen() {
     // The counts sit in the middle of the line, between two long texts.
-    let long = "y".repeat(3 * 64 << 10);
+    let long = "y".repeat(3 * (64 << 10));
     let text = format!(
         "{{\"type\":\"result\",\"result\":\"{long}\",\"usage\":{{\"input_tokens\":5,\"output_tokens\":6}},\"uuid\":\"{long}\"}}\n<|workflow: exit | done|>\n"
     );
