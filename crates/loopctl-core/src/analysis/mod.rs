@@ -4,3 +4,4 @@
 pub mod liveness;
 pub mod postmortem;
 pub mod stagnation;
+pub mod usage;

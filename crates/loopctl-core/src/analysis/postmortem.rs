@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::analysis::stagnation::Verdict;
+use crate::analysis::usage::UsageReport;
+use crate::decode::agent_usage::AgentUsage;
 use crate::decode::timestamp::Ts;
 use crate::fold::run_state::{RunState, Status, Tokens};
 use crate::fold::trace::{Attempt, Escalation, Evaluation, Trace, Transition};
@@ -44,6 +46,9 @@ pub struct Report {
     pub stagnation: Verdict,
     /// Present when the log counted any token.
     pub tokens: Option<Tokens>,
+    /// Present when any phase attempt recorded its agent's usage (`phase_finished` `usage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageReport>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -106,6 +111,8 @@ pub struct PhaseRow {
     pub outcome: String,
     /// The error of a failed attempt; else the marker and verdict, when any.
     pub detail: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<AgentUsage>,
 }
 
 /// Time per phase name, over the attempts whose duration is known.
@@ -329,6 +336,7 @@ fn phase_row(a: &Attempt) -> PhaseRow {
         duration_ms: a.duration_ms,
         outcome: a.outcome().to_string(),
         detail: (!notes.is_empty()).then(|| notes.join("; ")),
+        usage: a.usage.clone(),
     }
 }
 
@@ -532,6 +540,7 @@ impl Report {
             transitions: trace.transitions.clone(),
             stagnation: verdict.clone(),
             tokens,
+            usage: UsageReport::of(trace),
         }
     }
 }

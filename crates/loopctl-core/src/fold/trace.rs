@@ -18,6 +18,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::decode::agent_usage::AgentUsage;
 use crate::decode::event::{Event, Kind};
 use crate::decode::lines::{LineText, Piece, Splitter, decode};
 use crate::decode::timestamp::Ts;
@@ -103,6 +104,9 @@ pub struct Attempt {
     pub worktree_end: Option<String>,
     /// The attempt has ended (a `phase_finished`, or for a derived step, its last event).
     pub finished: bool,
+    /// Its agent's tokens and cost, when `phase_finished` recorded them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<AgentUsage>,
 }
 
 impl Attempt {
@@ -678,6 +682,7 @@ impl Trace {
         a.marker = marker_text(p);
         a.commit_end = s(p, "commit");
         a.worktree_end = s(p, "worktree");
+        a.usage = AgentUsage::from_payload(p);
         if a.kind.is_none() {
             a.kind = s(p, "kind");
         }

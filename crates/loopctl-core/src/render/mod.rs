@@ -5,3 +5,4 @@ pub mod avenor_events;
 pub mod postmortem_text;
 pub(crate) mod run_json;
 pub mod run_row;
+pub(crate) mod usage_text;

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use crate::analysis::liveness::RunCondition;
 use crate::analysis::postmortem::*;
 use crate::fold::trace::{Escalation, Transition};
+use crate::render::usage_text;
 
 impl Report {
     /// The report; a long timeline shows its first and last `TIMELINE_EDGE` iterations in text
@@ -227,6 +228,9 @@ impl Report {
         if let Some(t) = &self.tokens {
             let _ = writeln!(o, "\nTokens: {} in, {} out", t.input, t.output);
         }
+        if let Some(u) = &self.usage {
+            usage_text::text(&mut o, u);
+        }
         o
     }
 
@@ -432,6 +436,9 @@ impl Report {
                 md(&f.summary),
                 md(&evidence(f))
             );
+        }
+        if let Some(u) = &self.usage {
+            usage_text::markdown(&mut o, u);
         }
         o
     }
