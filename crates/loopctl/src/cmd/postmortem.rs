@@ -21,7 +21,8 @@ enum FormatArg {
 /// What happened to a run: why and when it stopped (or that it is still running), the timeline
 /// of iterations and phases with durations and outcomes, time per phase, the score trajectory
 /// with a sparkline, the distance to success when it stopped short of its threshold (aif-loop's
-/// post-loop block), retries and errors, the stagnation verdict with evidence, and tokens.
+/// post-loop block), retries and errors, the stagnation verdict with evidence, and tokens (per
+/// phase, with cache and cost, when the runner recorded them from the agents' output).
 /// Everything is rebuilt from the log; durations come from its timestamps.
 #[derive(ClapArgs)]
 #[command(after_help = "\
