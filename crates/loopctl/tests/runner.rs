@@ -809,7 +809,7 @@ fn spent(transcript: &str) -> Value {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let of = |t: &'static str| lines.iter().filter(move |l| l["type"] == t);
-    if let Some(r) = of("result").last() {
+    if let Some(r) = of("result").next_back() {
         let u = &r["usage"];
         json!({"input_tokens": u["input_tokens"], "output_tokens": u["output_tokens"],
                "cache_read_tokens": u["cache_read_input_tokens"],
@@ -817,7 +817,7 @@ fn spent(transcript: &str) -> Value {
                "cost_usd": r["total_cost_usd"], "turns": r["num_turns"],
                "model": of("system").next().unwrap()["model"]})
     } else {
-        let u = &of("turn.completed").last().unwrap()["usage"];
+        let u = &of("turn.completed").next_back().unwrap()["usage"];
         json!({"input_tokens": u["input_tokens"], "output_tokens": u["output_tokens"],
                "cache_read_tokens": u["cached_input_tokens"],
                "turns": of("turn.completed").count()})
