@@ -438,7 +438,7 @@ impl Report {
             );
         }
         if let Some(u) = &self.usage {
-            usage_text::markdown(&mut o, u);
+            usage_text::markdown(&mut o, u, md);
         }
         o
     }

@@ -4,7 +4,6 @@ use std::fmt::Write as _;
 
 use crate::analysis::usage::UsageReport;
 use crate::decode::agent_usage::AgentUsage;
-use crate::render::postmortem_text::md;
 
 /// `1234 in, 56 out, 7 cache read, 8 cache write, $0.0123, 3 turns`: what is known.
 pub(crate) fn summary(u: &AgentUsage) -> String {
@@ -54,7 +53,9 @@ pub(crate) fn text(o: &mut String, r: &UsageReport) {
     }
 }
 
-pub(crate) fn markdown(o: &mut String, r: &UsageReport) {
+/// `md` makes a text safe in a table cell (the postmortem's own, passed in so that this module
+/// does not import the postmortem's).
+pub(crate) fn markdown(o: &mut String, r: &UsageReport, md: fn(&str) -> String) {
     let _ = writeln!(o, "\n### Agent usage\n");
     let _ = writeln!(
         o,
