@@ -5,7 +5,9 @@
 //!   "model":...}` line first and a `{"type":"result", ..., "total_cost_usd", "num_turns",
 //!   "usage": {input_tokens, output_tokens, cache_read_input_tokens,
 //!   cache_creation_input_tokens}, "modelUsage": {MODEL: {...}}}` line last. A result holds
-//!   its session's totals, so the results of several sessions are added.
+//!   its session's totals, so the results of several sessions are added. A session cut off
+//!   before its result (a timeout, a stall) still counts what its `assistant` messages' `usage`
+//!   says, API call by API call (no cost: only the result states one).
 //! - Codex `exec --json`: `{"type":"thread.started"}`, then `{"type":"turn.completed",
 //!   "usage": {input_tokens, cached_input_tokens, output_tokens}}` per turn. Codex fills that
 //!   usage from the thread's running total, so within a thread the last one counts, and
@@ -109,6 +111,19 @@ struct Line<'a> {
     usage: Option<&'a RawValue>,
     #[serde(rename = "modelUsage", borrow)]
     model_usage: Option<&'a RawValue>,
+    #[serde(borrow)]
+    message: Option<&'a RawValue>,
+}
+
+/// A Claude `assistant` line's `message`: one API call's reply.
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    #[serde(borrow)]
+    usage: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -177,10 +192,19 @@ pub struct UsageScanner {
     thread: Option<AgentUsage>,
     /// From Claude's `system`/`init` line.
     model: Option<String>,
+    /// Claude API calls since the last `result`, what a session cut off before it spent.
+    unfinished: AgentUsage,
+    /// The latest call: the lines of one call share its message id and repeat its usage.
+    call: Option<(Option<String>, AgentUsage)>,
 }
 
 /// Only lines naming one of these can be records; the rest skip the JSON parser.
-const NEEDLES: [&[u8]; 3] = [b"result", b"turn.completed", b"thread.started"];
+const NEEDLES: [&[u8]; 4] = [
+    b"result",
+    b"turn.completed",
+    b"thread.started",
+    b"assistant",
+];
 
 impl UsageScanner {
     /// One line of stdout, without its newline (a trailing CR is tolerated).
@@ -209,7 +233,11 @@ impl UsageScanner {
                     self.model = Some(m);
                 }
             }
+            Some("assistant") => self.call(l.message),
             Some("result") => {
+                // The result states the whole session, its calls included.
+                self.unfinished = AgentUsage::default();
+                self.call = None;
                 let mut u = tokens(l.usage);
                 u.cost_usd = l
                     .total_cost_usd
@@ -230,6 +258,27 @@ impl UsageScanner {
         }
     }
 
+    fn call(&mut self, message: Option<&RawValue>) {
+        let Some(m) = message.and_then(|m| serde_json::from_str::<Message<'_>>(m.get()).ok())
+        else {
+            return;
+        };
+        let mut u = tokens(m.usage);
+        if u.is_empty() {
+            return;
+        }
+        u.model = string(m.model);
+        let id = string(m.id);
+        match &mut self.call {
+            Some((last, usage)) if id.is_some() && *last == id => *usage = u,
+            _ => {
+                if let Some((_, done)) = self.call.replace((id, u)) {
+                    self.unfinished.add(&done);
+                }
+            }
+        }
+    }
+
     fn close_thread(&mut self) {
         if let Some(t) = self.thread.take() {
             self.closed.add(&t);
@@ -241,6 +290,10 @@ impl UsageScanner {
         let mut u = self.closed.clone();
         if let Some(t) = &self.thread {
             u.add(t);
+        }
+        u.add(&self.unfinished);
+        if let Some((_, c)) = &self.call {
+            u.add(c);
         }
         if u.model.is_none() && !u.is_empty() {
             u.model.clone_from(&self.model);

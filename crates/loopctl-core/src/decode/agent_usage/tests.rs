@@ -36,9 +36,32 @@ fn without_an_init_line_the_model_that_wrote_most_in_model_usage_is_named() {
 }
 
 #[test]
-fn claude_messages_alone_are_no_record_only_the_result_is() {
+fn a_claude_session_cut_off_before_its_result_counts_its_calls_once_each_without_cost() {
     let before_result: Vec<&str> = CLAUDE.lines().take(CLAUDE.lines().count() - 1).collect();
-    assert_eq!(scan(&before_result.join("\n")), None);
+    // The fixture's result states the sum of its calls; a call's lines (text, then tool use)
+    // repeat its usage and count once.
+    let first = before_result[1];
+    let mut lines = before_result.clone();
+    lines.insert(2, first);
+    let u = scan(&lines.join("\n")).expect("usage");
+    let whole = scan(CLAUDE).unwrap();
+    assert_eq!(
+        u,
+        AgentUsage {
+            cost_usd: None,
+            turns: None,
+            ..whole.clone()
+        }
+    );
+    // Once the result comes, it alone counts.
+    assert_eq!(
+        scan(&format!(
+            "{}\n{}",
+            lines.join("\n"),
+            CLAUDE.lines().last().unwrap()
+        )),
+        Some(whole)
+    );
 }
 
 #[test]
