@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use loopctl_store::read::{ReadOptions, replay_file};
+use loopctl_store::fold::replay;
+use loopctl_store::read::ReadOptions;
 use loopctl_store::snapshot::{Prior, keep_aside, rebuild, write_atomic};
 use loopctl_tests::{files_below, shared};
 use serde_json::Value;
@@ -32,7 +33,7 @@ fn every_corpus_log_is_read_without_losing_an_event() {
     for log in logs {
         let text = std::fs::read_to_string(&log).unwrap();
         let lines = text.lines().filter(|l| !l.trim().is_empty()).count() as u64;
-        let out = replay_file(&log, &opts("corpus"), None).unwrap();
+        let out = replay(&log, &opts("corpus"), None).unwrap();
         assert!(
             out.findings.is_empty(),
             "{}: {:?}",

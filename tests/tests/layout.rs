@@ -9,7 +9,7 @@ use loopctl_tests::{files_below, repo};
 /// Import cycles known and being removed, each as its modules (sorted). A listed cycle that no
 /// longer occurs fails the test too, so that the list only shrinks.
 const KNOWN_CYCLES: &[&[&str]] = &[
-    // In files the fold-driver branch is reshaping, to be removed there: stagnation uses
+    // Being removed on another branch (analysis): stagnation uses
     // postmortem's `duration` and `score`, liveness its `duration`; postmortem uses
     // stagnation's `Verdict` and liveness's `RunCondition`.
     &[
@@ -17,9 +17,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "analysis::postmortem",
         "analysis::stagnation",
     ],
-    // Same branch: replay applies `fold::Line` (projection's), projection reads lines with
-    // replay's `read_event` and `damage_kind`.
-    &["fold::projection", "fold::replay"],
 ];
 
 /// Files over the limit that other branches are reshaping right now; they leave this list when

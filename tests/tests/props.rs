@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use loopctl_core::decode::lines::{DEFAULT_MAX_LINE, Splitter};
+use loopctl_core::decode::lines::{DEFAULT_MAX_LINE, Piece, Splitter};
 use loopctl_core::decode::parse_line;
+use loopctl_core::fold::Split;
+use loopctl_core::fold::replay::route;
 use loopctl_core::{Event, Kind, Replay, RunState, Ts, apply, replay_bytes};
 use proptest::prelude::*;
 use serde_json::json;
@@ -113,14 +115,24 @@ proptest! {
     fn sharded_replay_equals_one_pass(lines in log_strategy(), shards in 2u64..5) {
         let bytes = join(&lines);
         let one = replay_bytes("d", &bytes);
-        let parts = (0..shards).map(|i| {
-            let mut r = Replay::shard("d", i, shards);
-            let mut sp = Splitter::new(DEFAULT_MAX_LINE);
-            sp.push(&bytes, |p| r.piece(p));
-            sp.finish(|p| r.piece(p));
-            r.finish_part()
-        }).collect();
-        let merged = Replay::merge(parts);
+        // Each line to the shard `route` names, as the fold driver splits a log by run.
+        let whole = Replay::new("d");
+        let mut parts: Vec<Replay> = (0..shards).map(|_| whole.fork()).collect();
+        let mut sp = Splitter::new(DEFAULT_MAX_LINE);
+        let mut take = |p: Piece<'_>| {
+            let shard = match p {
+                Piece::Line(pos, raw) | Piece::Unterminated(pos, raw) => route("d", pos, raw, shards),
+                Piece::Oversize(..) => 0,
+            };
+            parts[shard as usize].piece(p);
+        };
+        sp.push(&bytes, &mut take);
+        sp.finish(&mut take);
+        let mut merged = whole;
+        for p in parts.into_iter().rev() {
+            merged.join(p);
+        }
+        let merged = merged.finish();
         prop_assert_eq!(merged.runs, one.runs);
         prop_assert_eq!(merged.findings, one.findings);
         prop_assert_eq!(merged.stats, one.stats);

@@ -13,12 +13,13 @@ use loopctl_core::fold::trace::Trace;
 use loopctl_core::rules::loop_file::{LoopFile, Phase, PhaseKind};
 use loopctl_core::rules::next_step::{self, Cursor, Ending, ExitReason, Pos, Shape, Step};
 use loopctl_core::rules::sentinel::Sentinel;
-use loopctl_core::{Event, RunState, apply_mut, parse_line, render::avenor_events};
+use loopctl_core::{Event, Replay, RunState, apply_mut, parse_line, render::avenor_events};
 use loopctl_store::StoreError;
 use loopctl_store::append::{Fsync, LogWriter};
 use loopctl_store::discover::{self, CURRENT, Current, LOG_NAME, RUN_JSON, RunRef};
-use loopctl_store::read::{self, ReadOptions};
-use loopctl_store::snapshot::{rebuild, render, replay_run, state_file, write_atomic};
+use loopctl_store::fold::fold_file;
+use loopctl_store::read::ReadOptions;
+use loopctl_store::snapshot::{folder_run, render, run_json_of, state_file, write_atomic};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -26,9 +27,11 @@ use sha2::{Digest, Sha256};
 use crate::control::Control;
 use crate::phase::{self, Attempt, Program};
 use crate::template::{self, Vars};
+use memory::{Memories, Memory};
 use snapshots::SnapshotWriter;
 
 mod decide;
+mod memory;
 mod prepare;
 mod record;
 mod snapshots;
@@ -349,7 +352,17 @@ impl Runner {
             threads: 1,
             ..ReadOptions::default()
         };
-        let (outcome, state) = replay_run(run, opts_read.max_line)?;
+        // One read of the log: every run's state, and what the runner keeps of each.
+        let (replay, mut memories) = fold_file(
+            &run.log,
+            &opts_read,
+            (Replay::new(&run.name), Memories::default()),
+        )?;
+        let outcome = replay.finish();
+        let state = match &run.run_id {
+            Some(id) => outcome.runs.get(id).cloned(),
+            None => folder_run(&outcome, &run.name).cloned(),
+        };
         let state = state.ok_or_else(|| {
             RunnerError::NotResumable(format!("{} holds no event", run.log.display()))
         })?;
@@ -358,10 +371,8 @@ impl Runner {
             // projection: bring it up to the log before saying no.
             if let Some(shared) = &run.run_json {
                 let path = state_file(shared, &state.run_id, &outcome, &run.name);
-                let rebuilt = rebuild(&run.log, None, &opts_read, Some(&state.run_id), false)?;
-                if let Some(text) = rebuilt.run_json()
-                    && std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str())
-                {
+                let text = run_json_of(&run.log, &state)?;
+                if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
                     write_atomic(&path, &text)?;
                 }
             }
@@ -369,20 +380,11 @@ impl Runner {
         if let Some(why) = record::over(&state) {
             return Err(RunnerError::NotResumable(why));
         }
-        let mut cursor = Cursor::default();
-        let mut trace = Trace::new();
-        let mut started: Option<Value> = None;
-        read::for_each_event(&run.log, opts_read.max_line, |_, _, ev| {
-            if let Ok(ev) = ev
-                && ev.run_id.as_deref() == Some(state.run_id.as_str())
-            {
-                if ev.kind == Kind::RunStarted {
-                    started = Some(ev.payload_value());
-                }
-                cursor.apply(&ev);
-                trace.apply(&ev);
-            }
-        })?;
+        let Memory {
+            cursor,
+            trace,
+            started,
+        } = memories.0.remove(&state.run_id).unwrap_or_default();
         let (cfg, mut opts) =
             record::stored_config(&state.run_id, started).map_err(RunnerError::NotResumable)?;
         adjust(&mut opts);

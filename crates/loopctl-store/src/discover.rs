@@ -11,7 +11,8 @@ use loopctl_core::analysis::liveness::{Liveness, Standing};
 use loopctl_core::{RunState, Ts, parse_line};
 use serde::Deserialize;
 
-use crate::read::{ReadOptions, rows_file};
+use crate::fold::rows;
+use crate::read::ReadOptions;
 use crate::{Result, StoreError, io_err};
 
 pub const LOG_NAME: &str = "history.jsonl";
@@ -312,7 +313,7 @@ pub fn candidates_under(root: &Path) -> Vec<Candidate> {
             threads: 1,
             ..ReadOptions::default()
         };
-        if let Ok(rows) = rows_file(&r.log, &opts) {
+        if let Ok(rows) = rows(&r.log, &opts) {
             out.extend(rows.runs.iter().map(|s| Candidate {
                 run_id: s.run_id.clone(),
                 alias: s.task_alias.clone(),

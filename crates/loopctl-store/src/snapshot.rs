@@ -16,7 +16,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::discover::{RunRef, state_path};
-use crate::read::{ReadOptions, replay_file};
+use crate::fold::replay;
+use crate::read::ReadOptions;
 use crate::{Result, StoreError, io_err};
 
 /// What was found in `run.json` before the rebuild.
@@ -91,6 +92,14 @@ fn mark_agrees(log: &Path, s: &RunState) -> Result<bool> {
     let bytes = read_at(log, m.offset - m.len - 1, m.len + 1)?;
     Ok(bytes.last() == Some(&b'\n')
         && m.fingerprint.as_deref() == Some(&fingerprint(&bytes[..bytes.len() - 1])))
+}
+
+/// The bytes of `state`'s run.json (a run of `log`), its log mark fingerprinted: what
+/// `recover` writes for it.
+pub fn run_json_of(log: &Path, state: &RunState) -> Result<String> {
+    let mut s = state.clone();
+    stamp(log, &mut s)?;
+    Ok(render(&s))
 }
 
 /// Fills in the fingerprint of the last line the state reflects.
@@ -209,7 +218,7 @@ pub fn rebuild(
         .snapshot
         .as_ref()
         .filter(|s| use_snapshot && pick.is_none_or(|p| p == s.run_id) && s.events >= s.log.line);
-    let outcome = replay_file(log, opts, snapshot)?;
+    let outcome = replay(log, opts, snapshot)?;
     let several = outcome.runs.len() > 1;
     let chosen = pick.map(str::to_string).or_else(|| {
         shared
@@ -309,7 +318,7 @@ pub fn replay_run(run: &RunRef, max_line: usize) -> Result<(Outcome, Option<RunS
         max_line,
         states: true,
     };
-    let outcome = replay_file(&run.log, &opts, None)?;
+    let outcome = replay(&run.log, &opts, None)?;
     let state = match &run.run_id {
         Some(id) => outcome.runs.get(id).cloned(),
         None => folder_run(&outcome, &run.name).cloned(),

@@ -12,11 +12,13 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 
 use crate::decode::event::{Dialect, Event, Kind};
+use crate::decode::lines::DEFAULT_MAX_LINE;
 use crate::decode::lines::{LineText, Pos, decode, decode_str};
 use crate::decode::single_pass::aif_brief;
 use crate::fold::list_rows::{ChunkRun, Digest, RowEvent, TsRef, fold_facts};
+use crate::fold::projection::{Chunked, read_event};
 use crate::fold::replay::{
-    Counters, Finding, FindingKind, Outcome, damage_kind, oversize_reason, read_event, seq_step,
+    Counters, Finding, FindingKind, Outcome, damage_kind, oversize_reason, seq_step,
 };
 use crate::fold::run_state::RunState;
 
@@ -264,6 +266,17 @@ pub struct Tally {
         reason = "a state is moved at every regrowth otherwise"
     )]
     rows: Option<Vec<Box<RunState>>>,
+    /// How its chunks are read (`Chunked::read_chunk`).
+    reader: ChunkReader,
+}
+
+/// How a tally's chunks are read: the run of events that name none, the line cap, and whether
+/// with the rows (`ChunkTally::read_rows`).
+#[derive(Clone)]
+pub struct ChunkReader {
+    default_run: String,
+    max_line: usize,
+    rows: bool,
 }
 
 impl Tally {
@@ -276,7 +289,20 @@ impl Tally {
             findings: Vec::new(),
             lines: lines_before,
             rows: None,
+            reader: ChunkReader {
+                default_run: String::new(),
+                max_line: DEFAULT_MAX_LINE,
+                rows: false,
+            },
         }
+    }
+
+    /// Sets how the fold driver reads its chunks: `default_run` names the run of events that
+    /// name none; lines longer than `max_line` are reported and skipped.
+    pub fn reading(mut self, default_run: &str, max_line: usize) -> Tally {
+        self.reader.default_run = default_run.to_string();
+        self.reader.max_line = max_line;
+        self
     }
 
     /// Whether the rows are still exact (`with_rows`, and no chunk so far that could not be
@@ -287,10 +313,10 @@ impl Tally {
 
     /// `new`, for chunks read with `ChunkTally::read_rows`: `finish_rows` gives the rows.
     pub fn with_rows(lines_before: u64) -> Tally {
-        Tally {
-            rows: Some(Vec::new()),
-            ..Tally::new(lines_before)
-        }
+        let mut t = Tally::new(lines_before);
+        t.rows = Some(Vec::new());
+        t.reader.rows = true;
+        t
     }
 
     /// Adds the next chunk of the log.
@@ -396,6 +422,26 @@ impl Tally {
             findings,
             stats: self.counters.into_stats(),
         }
+    }
+}
+
+impl Chunked for Tally {
+    type Reader = ChunkReader;
+    type Chunk = ChunkTally;
+    fn reader(&self) -> ChunkReader {
+        self.reader.clone()
+    }
+    fn read_chunk(r: &ChunkReader, bytes: &[u8], start: u64) -> ChunkTally {
+        let read = if r.rows {
+            ChunkTally::read_rows
+        } else {
+            ChunkTally::read
+        };
+        read(bytes, start, &r.default_run, r.max_line)
+    }
+    fn merge(&mut self, chunk: ChunkTally) -> bool {
+        self.push(chunk);
+        !self.reader.rows || self.has_rows()
     }
 }
 

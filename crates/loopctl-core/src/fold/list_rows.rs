@@ -16,7 +16,7 @@ use std::borrow::Cow;
 
 use crate::decode::event::{Event, Kind};
 use crate::decode::timestamp::Ts;
-use crate::fold::replay::read_event;
+use crate::fold::projection::read_event;
 use crate::fold::run_state::{RunState, ScorePoint, apply_mut};
 
 /// Kinds whose effect on a row goes beyond the envelope, the score of an evaluation and the

@@ -11,8 +11,7 @@
 
 use crate::decode::event::{Event, Kind};
 use crate::decode::lines::{LineText, Pos, decode, decode_str_cr};
-use crate::fold::replay::{FindingKind, Replay};
-use crate::fold::replay::{damage_kind, oversize_reason, read_event};
+use crate::decode::reference_parser::parse_line_reference;
 use crate::fold::trace::Traces;
 
 /// Where a line sits in its log.
@@ -41,16 +40,6 @@ pub enum Damage {
     Bad(String),
 }
 
-impl Damage {
-    /// The finding a replay reports for it.
-    pub fn finding(&self, line: &Line) -> (FindingKind, String) {
-        match self {
-            Damage::Oversize => (FindingKind::Oversize, oversize_reason(line.len)),
-            Damage::Bad(reason) => (damage_kind(line.terminated), reason.clone()),
-        }
-    }
-}
-
 /// A fold of a log's lines, in file order.
 pub trait Projection {
     /// Whether events need their payload facts and timestamps read (`Replay` counting only
@@ -70,6 +59,45 @@ pub trait Split: Projection + Send + Sized {
     fn fork(&self) -> Self;
     /// Takes in another shard's fold (its runs are not this one's).
     fn join(&mut self, other: Self);
+}
+
+/// A projection folded a chunk at a time: the driver reads chunks of whole lines, each alone
+/// (in any order, on any thread), and merges their folds in file order. Cheaper than `Split`
+/// when a chunk can be folded without the chunks before it (`counts::Tally`).
+pub trait Chunked: Send {
+    /// What reading a chunk needs of the projection (its settings), shared by the threads
+    /// while the projection merges.
+    type Reader: Sync;
+    type Chunk: Send;
+    fn reader(&self) -> Self::Reader;
+    /// Folds the lines of `bytes`, which start at byte `start` of the log, at a line start.
+    fn read_chunk(reader: &Self::Reader, bytes: &[u8], start: u64) -> Self::Chunk;
+    /// Takes in the next chunk in file order. False when the fold can no longer be exact: the
+    /// driver stops, and the caller folds the log another way.
+    fn merge(&mut self, chunk: Self::Chunk) -> bool;
+}
+
+/// `parse_line` into `ev` (a fresh `Event::new(Kind::Other)`, built in place: it is large),
+/// reading payload facts and the timestamp only with `facts`. The error is the damage reason.
+pub fn read_event<'a>(text: &'a str, facts: bool, ev: &mut Event<'a>) -> Result<(), String> {
+    let fast = if facts {
+        crate::decode::single_pass::parse_into::<true>(text, ev)
+    } else {
+        crate::decode::single_pass::parse_into::<false>(text, ev)
+    };
+    if fast.is_some() {
+        return Ok(());
+    }
+    match parse_line_reference(text) {
+        Ok(parsed) => {
+            *ev = parsed;
+            Ok(())
+        }
+        Err(e) => Err(match memchr::memchr(0, text.as_bytes()) {
+            Some(i) => format!("NUL byte at byte {i} of the line ({e})"),
+            None => e.to_string(),
+        }),
+    }
 }
 
 /// Decodes and parses one line and hands it to `p`. `utf8` is the line as text when the caller
@@ -129,30 +157,6 @@ macro_rules! tuple_projection {
 }
 tuple_projection!(A 0, B 1);
 tuple_projection!(A 0, B 1, C 2);
-
-impl Projection for Replay {
-    fn wants_facts(&self) -> bool {
-        self.states()
-    }
-    fn event(&mut self, line: Line, ev: &Event<'_>) {
-        self.apply_event(line, ev);
-    }
-    fn damaged(&mut self, line: Line, damage: &Damage) {
-        self.apply_damaged(line, damage);
-    }
-    fn blank(&mut self, _line: Line) {
-        self.apply_blank();
-    }
-}
-
-impl Split for Replay {
-    fn fork(&self) -> Self {
-        self.empty_like()
-    }
-    fn join(&mut self, other: Self) {
-        self.absorb(other);
-    }
-}
 
 impl Projection for Traces {
     fn event(&mut self, _line: Line, ev: &Event<'_>) {

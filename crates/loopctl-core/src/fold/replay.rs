@@ -2,8 +2,8 @@
 //!
 //! Damaged lines are reported (line, byte offset, reason) and skipped; every readable line
 //! before and after them is applied. Runs are independent, so a replay can be split into
-//! shards by run (each shard sees every line but applies only its runs') and the shards merged:
-//! the result is the same as one sequential pass.
+//! shards by run (`fold::Split`: each shard is given its runs' lines, `route` says which) and
+//! the shards joined: the result is the same as one sequential pass.
 
 use std::collections::BTreeMap;
 use std::hash::Hasher;
@@ -12,8 +12,9 @@ use rustc_hash::{FxHashMap, FxHasher};
 use serde::Serialize;
 
 use crate::decode::event::{Dialect, Event, Kind};
-use crate::decode::lines::{LineText, Piece, Pos, decode, decode_str_cr};
-use crate::decode::reference_parser::{parse_line_reference, run_key};
+use crate::decode::lines::{LineText, Piece, Pos, decode};
+use crate::decode::reference_parser::run_key;
+use crate::fold::projection::{Damage, Line, Projection, Split, feed_piece};
 use crate::fold::run_state::{LogMark, RunState, reduce};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -136,31 +137,18 @@ impl Counters {
     }
 }
 
-/// `parse_line` into `ev` (a fresh `Event::new(Kind::Other)`, built in place: it is large),
-/// reading payload facts and the timestamp only with `facts`. The error is the finding's reason.
-pub(crate) fn read_event<'a>(text: &'a str, facts: bool, ev: &mut Event<'a>) -> Result<(), String> {
-    let fast = if facts {
-        crate::decode::single_pass::parse_into::<true>(text, ev)
-    } else {
-        crate::decode::single_pass::parse_into::<false>(text, ev)
-    };
-    if fast.is_some() {
-        return Ok(());
-    }
-    match parse_line_reference(text) {
-        Ok(parsed) => {
-            *ev = parsed;
-            Ok(())
-        }
-        Err(e) => Err(match memchr::memchr(0, text.as_bytes()) {
-            Some(i) => format!("NUL byte at byte {i} of the line ({e})"),
-            None => e.to_string(),
-        }),
-    }
-}
-
 pub(crate) fn oversize_reason(len: u64) -> String {
     format!("line of {len} bytes exceeds the line size cap")
+}
+
+impl Damage {
+    /// The finding a replay reports for it.
+    pub fn finding(&self, line: &Line) -> (FindingKind, String) {
+        match self {
+            Damage::Oversize => (FindingKind::Oversize, oversize_reason(line.len)),
+            Damage::Bad(reason) => (damage_kind(line.terminated), reason.clone()),
+        }
+    }
 }
 
 /// A damaged line's finding: mid-log, or the torn tail after the last newline.
@@ -250,7 +238,9 @@ pub struct Replay {
     runs: FxHashMap<String, Slot>,
     findings: Vec<Finding>,
     counters: Counters,
-    shard: (u64, u64),
+    /// A snapshot to continue from (`resume`): its run starts from it when first seen. Every
+    /// shard of a fold holds a copy; only the one given the run's lines uses it.
+    seed: Option<Box<RunState>>,
     /// False when only the statistics and findings are wanted: runs keep their event count and
     /// last `seq`, nothing else is reduced.
     states: bool,
@@ -269,18 +259,12 @@ fn shard_of_bytes(key: &[u8], shards: u64) -> u64 {
 impl Replay {
     /// `default_run` names the run of events that carry neither `run_id` nor `session_id`.
     pub fn new(default_run: &str) -> Replay {
-        Replay::shard(default_run, 0, 1)
-    }
-
-    /// Shard `index` of `count`: applies only the runs that hash to it. Lines that belong to no
-    /// run (blank, damaged) are counted and reported by shard 0.
-    pub fn shard(default_run: &str, index: u64, count: u64) -> Replay {
         Replay {
             default_run: default_run.to_string(),
             runs: FxHashMap::default(),
             findings: Vec::new(),
             counters: Counters::default(),
-            shard: (index, count.max(1)),
+            seed: None,
             states: true,
         }
     }
@@ -293,26 +277,15 @@ impl Replay {
         self
     }
 
-    /// Continues from a snapshot: later lines of its run are applied on top of it. Only the
-    /// shard that owns the run keeps it (the merge must not see a stale copy from another).
+    /// Continues from a snapshot: later lines of its run are applied on top of it (the caller
+    /// feeds the lines after the snapshot's log mark).
     pub fn resume(&mut self, state: RunState) {
-        if shard_of(&state.run_id, self.shard.1) == self.shard.0 {
-            self.runs.insert(state.run_id.clone(), Slot::new(state));
-        }
+        self.seed = Some(Box::new(state));
     }
 
+    /// One piece of the line splitter (tests, small inputs).
     pub fn piece(&mut self, piece: Piece<'_>) {
-        match piece {
-            Piece::Line(pos, bytes) => self.line(pos, bytes, true),
-            Piece::Unterminated(pos, bytes) => self.line(pos, bytes, false),
-            Piece::Oversize(pos, len) => {
-                if self.shard.0 == 0 {
-                    self.counters.lines += 1;
-                    self.counters.skipped += 1;
-                    self.finding(pos, FindingKind::Oversize, oversize_reason(len), None);
-                }
-            }
-        }
+        feed_piece(self, piece);
     }
 
     fn finding(&mut self, pos: Pos, kind: FindingKind, reason: String, run_id: Option<String>) {
@@ -325,87 +298,20 @@ impl Replay {
         });
     }
 
-    /// One line without its `\n`; `terminated` is false for bytes after the last newline.
-    pub fn line(&mut self, pos: Pos, raw: &[u8], terminated: bool) {
-        self.line_in(pos, raw, None, terminated, true);
-    }
-
-    /// `line` for a caller that sends each line to one shard only, the one `route` names: the
-    /// line is not filtered again.
-    pub fn routed_line(&mut self, pos: Pos, raw: &[u8], terminated: bool) {
-        self.line_in(pos, raw, None, terminated, false);
-    }
-
-    /// `routed_line` for a line the caller has already checked is UTF-8 and whose last byte it
-    /// has looked at (`cr`: it is a CR).
-    pub fn routed_text(&mut self, pos: Pos, text: &str, terminated: bool, cr: bool) {
-        self.line_in(pos, text.as_bytes(), Some((text, cr)), terminated, false);
-    }
-
-    fn line_in(
-        &mut self,
-        pos: Pos,
-        raw: &[u8],
-        utf8: Option<(&str, bool)>,
-        terminated: bool,
-        filter: bool,
-    ) {
-        let end = pos.offset + raw.len() as u64 + u64::from(terminated);
-        let primary = self.shard.0 == 0 || !filter;
-        let decoded = match utf8 {
-            Some((t, cr)) => decode_str_cr(pos, t, cr),
-            None => decode(pos, raw),
-        };
-        let text = match decoded {
-            LineText::Text(t) => t,
-            LineText::Blank => {
-                if primary {
-                    self.counters.lines += 1;
-                    self.counters.blank += 1;
-                }
-                return;
-            }
-            LineText::NotUtf8(reason) => {
-                if primary {
-                    self.bad(pos, terminated, reason);
-                }
-                return;
-            }
-        };
-        if filter && self.shard.1 > 1 {
-            let owner = match run_key(text) {
-                Ok(key) => shard_of(key.as_deref().unwrap_or(&self.default_run), self.shard.1),
-                Err(_) => 0,
-            };
-            if owner != self.shard.0 {
-                return;
-            }
-        }
-        let mut ev = Event::new(Kind::Other);
-        match read_event(text, self.states, &mut ev) {
-            Ok(()) => {
-                self.counters.lines += 1;
-                self.event(pos, end, terminated, &ev);
-            }
-            Err(reason) => self.bad(pos, terminated, reason),
-        }
-    }
-
-    fn bad(&mut self, pos: Pos, terminated: bool, reason: String) {
-        self.counters.lines += 1;
-        self.counters.skipped += 1;
-        self.finding(pos, damage_kind(terminated), reason, None);
-    }
-
-    fn event(&mut self, pos: Pos, end: u64, terminated: bool, ev: &Event<'_>) {
+    fn apply_event(&mut self, pos: Pos, end: u64, terminated: bool, ev: &Event<'_>) {
         self.counters.event(ev);
         let key = ev.run_id.as_deref().unwrap_or(&self.default_run);
         let slot = match self.runs.get_mut(key) {
             Some(s) => s,
-            None => self
-                .runs
-                .entry(key.to_string())
-                .or_insert_with(|| Slot::new(RunState::new(key))),
+            None => {
+                let state = match self.seed.as_deref() {
+                    Some(seed) if seed.run_id == key => seed.clone(),
+                    _ => RunState::new(key),
+                };
+                self.runs
+                    .entry(key.to_string())
+                    .or_insert_with(|| Slot::new(state))
+            }
         };
         let state = &mut slot.state;
         let SeqStep {
@@ -450,109 +356,76 @@ impl Replay {
         }
     }
 
-    pub(crate) fn states(&self) -> bool {
-        self.states
-    }
-
-    /// An event handed in by a fold driver (`fold::Projection`).
-    pub(crate) fn apply_event(&mut self, line: crate::fold::Line, ev: &Event<'_>) {
-        self.counters.lines += 1;
-        self.event(line.pos, line.end(), line.terminated, ev);
-    }
-
-    pub(crate) fn apply_damaged(&mut self, line: crate::fold::Line, damage: &crate::fold::Damage) {
-        let (kind, reason) = damage.finding(&line);
-        self.counters.lines += 1;
-        self.counters.skipped += 1;
-        self.finding(line.pos, kind, reason, None);
-    }
-
-    pub(crate) fn apply_blank(&mut self) {
-        self.counters.lines += 1;
-        self.counters.blank += 1;
-    }
-
     /// An empty replay of the same settings (another shard of a fold).
-    pub(crate) fn empty_like(&self) -> Replay {
-        let mut r = Replay::new(&self.default_run);
-        r.states = self.states;
-        r
-    }
-
-    /// Takes in another shard's replay: its runs are not this one's.
-    pub(crate) fn absorb(&mut self, other: Replay) {
-        self.runs.extend(other.runs);
-        self.findings.extend(other.findings);
-        self.counters.add(other.counters);
-    }
-
-    pub fn finish(self) -> Outcome {
-        Replay::merge(vec![self.finish_part()])
-    }
-
-    /// The shard's outcome, its runs not yet sorted: `merge` sorts the runs of all parts once.
-    pub fn finish_part(self) -> Part {
-        Part {
-            runs: self
-                .runs
-                .into_iter()
-                .map(|(k, slot)| (k, slot.into_state()))
-                .collect(),
-            findings: self.findings,
-            stats: self.counters.into_stats(),
+    fn empty_like(&self) -> Replay {
+        Replay {
+            seed: self.seed.clone(),
+            states: self.states,
+            ..Replay::new(&self.default_run)
         }
     }
 
-    /// Merges the parts of one replay (shards, or one whole replay).
-    pub fn merge(parts: Vec<Part>) -> Outcome {
-        let mut runs: Vec<(String, RunState)> = Vec::new();
-        let mut findings = Vec::new();
-        let mut stats = Stats::default();
-        for p in parts {
-            if runs.is_empty() {
-                runs = p.runs;
-            } else {
-                runs.extend(p.runs);
-            }
-            findings.extend(p.findings);
-            let s = &mut stats;
-            s.lines += p.stats.lines;
-            s.blank += p.stats.blank;
-            s.events += p.stats.events;
-            s.skipped += p.stats.skipped;
-            s.unknown += p.stats.unknown;
-            for (k, n) in p.stats.by_dialect {
-                *s.by_dialect.entry(k).or_default() += n;
-            }
-            for (k, n) in p.stats.by_event {
-                *s.by_event.entry(k).or_default() += n;
-            }
+    pub fn finish(mut self) -> Outcome {
+        if let Some(seed) = self.seed.take()
+            && !self.runs.contains_key(&seed.run_id)
+        {
+            // No line of its run after the snapshot: the run is the snapshot.
+            self.runs.insert(seed.run_id.clone(), Slot::new(*seed));
         }
+        let mut runs: Vec<(String, RunState)> = self
+            .runs
+            .into_iter()
+            .map(|(k, slot)| (k, slot.into_state()))
+            .collect();
         // A state is large: `sort_by_cached_key` sorts (key, index) pairs and then swaps each
-        // state into place, far fewer bytes moved than sorting the states themselves. It is
-        // stable, and the map keeps the last of equal keys: a run in two parts keeps the later
-        // part's state, as insertion would.
+        // state into place, far fewer bytes moved than sorting the states themselves.
         runs.sort_by_cached_key(|(k, _)| k.clone());
+        let mut findings = self.findings;
         findings.sort();
         Outcome {
             // Sorted already: collecting checks that in one pass and builds the map in bulk.
             runs: runs.into_iter().collect(),
             findings,
-            stats,
+            stats: self.counters.into_stats(),
         }
     }
 }
 
-/// One shard's outcome before the merge (`Replay::finish_part`).
-pub struct Part {
-    runs: Vec<(String, RunState)>,
-    findings: Vec<Finding>,
-    stats: Stats,
+impl Projection for Replay {
+    fn wants_facts(&self) -> bool {
+        self.states
+    }
+    fn event(&mut self, line: Line, ev: &Event<'_>) {
+        self.counters.lines += 1;
+        self.apply_event(line.pos, line.end(), line.terminated, ev);
+    }
+    fn damaged(&mut self, line: Line, damage: &Damage) {
+        let (kind, reason) = damage.finding(&line);
+        self.counters.lines += 1;
+        self.counters.skipped += 1;
+        self.finding(line.pos, kind, reason, None);
+    }
+    fn blank(&mut self, _line: Line) {
+        self.counters.lines += 1;
+        self.counters.blank += 1;
+    }
 }
 
-/// The shard (of `shards`) whose `Replay` applies this line: the one `Replay::line` keeps it
-/// in. Lines that belong to no run (blank, not UTF-8, not an object) go to shard 0, like
-/// oversize lines, which the caller sends to shard 0's `piece`.
+impl Split for Replay {
+    fn fork(&self) -> Self {
+        self.empty_like()
+    }
+    /// Takes in another shard's replay: its runs are not this one's.
+    fn join(&mut self, other: Self) {
+        self.runs.extend(other.runs);
+        self.findings.extend(other.findings);
+        self.counters.add(other.counters);
+    }
+}
+
+/// The shard (of `shards`) that is given this line in a fold split by run: every line of a run
+/// goes to one shard. Lines that belong to no run (blank, not UTF-8, not an object) go to
+/// shard 0, as oversize lines should.
 pub fn route(default_run: &str, pos: Pos, raw: &[u8], shards: u64) -> u64 {
     if shards <= 1 {
         return 0;
@@ -572,8 +445,6 @@ pub fn route(default_run: &str, pos: Pos, raw: &[u8], shards: u64) -> u64 {
 /// Replays a whole in-memory log in one pass (tests, small inputs).
 pub fn replay_bytes(default_run: &str, bytes: &[u8]) -> Outcome {
     let mut r = Replay::new(default_run);
-    let mut sp = crate::decode::lines::Splitter::new(crate::decode::lines::DEFAULT_MAX_LINE);
-    sp.push(bytes, |p| r.piece(p));
-    sp.finish(|p| r.piece(p));
+    crate::fold::projection::fold_bytes(&mut r, bytes, crate::decode::lines::DEFAULT_MAX_LINE);
     r.finish()
 }

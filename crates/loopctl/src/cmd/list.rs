@@ -1,6 +1,5 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -8,7 +7,8 @@ use loopctl_core::analysis::liveness::{Standing, interrupted_note};
 use loopctl_core::render::run_row::{EMPTY, RunRow as Row};
 use loopctl_core::{RunState, Ts};
 use loopctl_store::discover::{self, RunRef};
-use loopctl_store::read::{ReadOptions, rows_file};
+use loopctl_store::fold::{each_run, rows};
+use loopctl_store::read::ReadOptions;
 use loopctl_store::snapshot::{pick_folder_run, salvage_max_iterations};
 
 use super::Ctx;
@@ -66,7 +66,7 @@ fn probe(ctx: &Ctx, run: &RunRef, opts: &ReadOptions, now: Ts) -> Probe {
         ..opts.clone()
     };
     // Only what a row shows is rebuilt (as for `list FILE`).
-    let (mut states, findings, error) = match rows_file(&run.log, &opts) {
+    let (mut states, findings, error) = match rows(&run.log, &opts) {
         Ok(o) => {
             let states: Vec<RunState> = o.runs.iter().map(|s| (**s).clone()).collect();
             // Findings naming no run (damaged lines) go to the folder's own run.
@@ -122,7 +122,7 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
     // `replay` does.
     let run = RunRef::file(log);
     let opts = ctx.opts_for(&run);
-    let mut outcome = rows_file(log, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut outcome = rows(log, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut states: Vec<&mut RunState> = outcome.runs.iter_mut().map(|s| &mut **s).collect();
     salvage_max_iterations(&run, &mut states);
     let mut per_run: HashMap<&str, usize> = HashMap::new();
@@ -204,35 +204,17 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         ProgressStyle::with_template("{bar:40} {pos}/{len} runs {elapsed}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let next = AtomicUsize::new(0);
     let now = loopctl_store::clock::now();
-    let threads = ctx.read.threads.min(runs.len()).max(1);
-    let mut probes: Vec<(usize, Probe)> = std::thread::scope(|sc| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                sc.spawn(|| {
-                    let mut out = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(r) = runs.get(i) else { break };
-                        out.push((i, probe(ctx, r, &ctx.read, now)));
-                        bar.inc(1);
-                    }
-                    out
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_default())
-            .collect()
+    let probes: Vec<Probe> = each_run(&runs, ctx.read.threads, |r| {
+        let p = probe(ctx, r, &ctx.read, now);
+        bar.inc(1);
+        p
     });
     bar.finish_and_clear();
-    probes.sort_by_key(|(i, _)| *i);
     let rows: Vec<Row> = probes
         .iter()
-        .flat_map(|(i, p)| {
-            let run = &runs[*i];
+        .zip(&runs)
+        .flat_map(|(p, run)| {
             let at = (run.log.as_path(), run.dir.as_deref());
             (0..p.states.len()).map(move |k| {
                 let (standing, resume) = &p.standings[k];

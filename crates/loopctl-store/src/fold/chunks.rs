@@ -1,0 +1,382 @@
+//! The fold driver's parallel machinery, the only one in loopctl: a log cut into chunks at
+//! line starts, chunks read into pooled buffers with positioned reads, and two schedules on a
+//! rayon pool. Split by run (`by_run`): each chunk is cut into lines once and every line handed
+//! to the shard of its run; shards apply their lines in file order. In file order (`in_order`):
+//! each chunk is folded alone, and the chunk folds merged in file order. Both keep a window
+//! of chunks in flight, reading the next window while the last is applied, so memory stays
+//! bounded and the bytes are still in cache when they are used.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use loopctl_core::decode::lines::Pos;
+use loopctl_core::fold::replay::route;
+use loopctl_core::fold::{Chunked, Line, Projection, Split, feed, feed_oversize};
+use rayon::prelude::*;
+
+use crate::read::ReadOptions;
+use crate::{Result, io_err};
+
+/// Files with fewer bytes to fold than this are read by one thread.
+pub(crate) const PARALLEL_MIN: u64 = 8 << 20;
+/// Nominal bytes per chunk of a fold split by run; chunks end at line ends.
+pub(crate) const RUN_CHUNK: u64 = 1 << 20;
+/// The same for a fold in file order: a chunk is read once, start to end, so larger chunks
+/// cost nothing in cache and mean fewer hand-offs between threads.
+pub(crate) const ORDER_CHUNK: u64 = 4 << 20;
+/// Shards of a fold split by run, per thread: more shards than threads, so that a thread
+/// slowed down by other work on the machine does not hold the others up.
+const SHARDS_PER_THREAD: usize = 4;
+/// Chunks routed per window of a fold split by run.
+const WINDOW: usize = 8;
+/// How much is read at a time while looking for a line end.
+const PROBE: usize = 64 << 10;
+
+/// Runs `f` on a pool of `threads` threads (on the caller's pool when it is on one already:
+/// `fold_runs` folding a large log among small ones).
+pub(crate) fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    if rayon::current_thread_index().is_some() {
+        return f();
+    }
+    match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(pool) => pool.install(f),
+        // No threads to be had: rayon's global pool.
+        Err(_) => f(),
+    }
+}
+
+/// `[start, end)` byte ranges that begin at line starts and cover `[from, size)`, or `None`
+/// when a chunk boundary falls inside a line longer than `max_line` (not worth buffering).
+pub(crate) fn plan_chunks(
+    path: &Path,
+    from: u64,
+    size: u64,
+    max_line: usize,
+    chunk: u64,
+) -> Result<Option<Vec<(u64, u64)>>> {
+    let mut file = File::open(path).map_err(io_err(path))?;
+    let mut starts = vec![from];
+    let mut probe = vec![0u8; PROBE];
+    let mut nominal = from + chunk;
+    while nominal < size {
+        // The first line start at or after `nominal`: just past the first newline at or
+        // after `nominal - 1`.
+        let mut at = nominal - 1;
+        let found = loop {
+            if at >= size || at - (nominal - 1) > max_line as u64 + 1 {
+                break None;
+            }
+            file.seek(SeekFrom::Start(at)).map_err(io_err(path))?;
+            let want = PROBE.min((size - at) as usize);
+            let n = read_full(&mut file, &mut probe[..want]).map_err(io_err(path))?;
+            if n == 0 {
+                break None;
+            }
+            if let Some(i) = memchr::memchr(b'\n', &probe[..n]) {
+                break Some(at + i as u64 + 1);
+            }
+            at += n as u64;
+        };
+        match found {
+            Some(s) if s >= size => break,
+            Some(s) => {
+                if s > *starts.last().unwrap_or(&from) {
+                    starts.push(s);
+                }
+                nominal = s.max(nominal) + chunk;
+            }
+            None if at >= size => break,
+            None => return Ok(None),
+        }
+    }
+    let mut chunks: Vec<(u64, u64)> = starts.windows(2).map(|w| (w[0], w[1])).collect();
+    chunks.push((*starts.last().unwrap_or(&from), size));
+    Ok(Some(chunks))
+}
+
+/// Reads until `buf` is full or the file ends.
+fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// A lock's value, poisoned or not (a panic in a worker is re-raised by rayon).
+fn lock<T>(r: std::sync::LockResult<T>) -> T {
+    r.unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Read buffers, handed back when a chunk is dropped. Reading into warm memory that is already
+/// faulted in costs less than mapping each chunk (a fault every few pages, and every unmapping
+/// interrupts the other cores) or reading into fresh allocations (a fault per page).
+#[derive(Default)]
+struct Pool(Mutex<Vec<Vec<u8>>>);
+
+/// Buffer sizes are rounded up to this.
+const BUFFER_STEP: usize = 64 << 10;
+
+/// The bytes of one chunk, in a buffer of the pool.
+struct Bytes {
+    buf: Vec<u8>,
+    len: usize,
+    pool: Arc<Pool>,
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Drop for Bytes {
+    fn drop(&mut self) {
+        lock(self.pool.0.lock()).push(std::mem::take(&mut self.buf));
+    }
+}
+
+/// Reads `[start, end)` into a buffer of `pool`, with positioned reads (threads share the
+/// file). A file cut short meanwhile (a concurrent tail repair) gives the bytes still there.
+fn load(file: &File, path: &Path, (start, end): (u64, u64), pool: &Arc<Pool>) -> Result<Bytes> {
+    use std::os::unix::fs::FileExt;
+    let want = usize::try_from(end - start).unwrap_or(usize::MAX);
+    let mut buf = lock(pool.0.lock()).pop().unwrap_or_default();
+    if buf.len() < want {
+        // A fresh zeroed allocation rather than growing (which would copy and zero-fill), with
+        // room for the next chunks, which end at line ends and so vary a little in size.
+        buf = vec![0; want.next_multiple_of(BUFFER_STEP)];
+    }
+    let mut bytes = Bytes {
+        buf,
+        len: 0,
+        pool: Arc::clone(pool),
+    };
+    while bytes.len < want {
+        match file.read_at(&mut bytes.buf[bytes.len..want], start + bytes.len as u64) {
+            Ok(0) => break,
+            Ok(n) => bytes.len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err(path)(e)),
+        }
+    }
+    Ok(bytes)
+}
+
+/// One line of a chunk, as the line splitter would give it, sent to one shard.
+#[derive(Clone, Copy)]
+struct Item {
+    /// Offset of the line in the chunk.
+    at: usize,
+    /// Its length without the newline.
+    len: usize,
+    /// Newlines in the chunk before it.
+    line: u64,
+    kind: ItemKind,
+    /// Its last byte is a CR (read here, next to the newline, while it is in cache).
+    cr: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum ItemKind {
+    Line,
+    Unterminated,
+    Oversize,
+}
+
+/// A chunk loaded, split into lines and routed: `items[s]` are shard `s`'s lines in file order.
+struct Routed {
+    start: u64,
+    bytes: Bytes,
+    items: Vec<Vec<Item>>,
+    newlines: u64,
+    /// The whole chunk is UTF-8 (checked once here rather than line by line).
+    utf8: bool,
+}
+
+/// Splits a chunk into lines and routes them by run (the splitter's rules: a line longer than
+/// `max_line` is oversize; bytes after the last newline are unterminated).
+fn route_chunk(bytes: Bytes, start: u64, opts: &ReadOptions, shards: usize) -> Routed {
+    let b: &[u8] = &bytes;
+    let mut items: Vec<Vec<Item>> = (0..shards)
+        .map(|_| Vec::with_capacity(b.len() / 200 / shards + 16))
+        .collect();
+    let mut line = 0u64;
+    let mut at = 0usize;
+    let mut push = |at: usize, len: usize, line: u64, kind: ItemKind| {
+        let shard = match kind {
+            ItemKind::Oversize => 0,
+            _ => {
+                let pos = Pos {
+                    line: 1 + line,
+                    offset: start + at as u64,
+                };
+                route(&opts.default_run, pos, &b[at..at + len], shards as u64) as usize
+            }
+        };
+        items[shard].push(Item {
+            at,
+            len,
+            line,
+            kind,
+            cr: len > 0 && b[at + len - 1] == b'\r',
+        });
+    };
+    for nl in memchr::memchr_iter(b'\n', b) {
+        let len = nl - at;
+        let kind = if len > opts.max_line {
+            ItemKind::Oversize
+        } else {
+            ItemKind::Line
+        };
+        push(at, len, line, kind);
+        line += 1;
+        at = nl + 1;
+    }
+    if at < b.len() {
+        let len = b.len() - at;
+        let kind = if len > opts.max_line {
+            ItemKind::Oversize
+        } else {
+            ItemKind::Unterminated
+        };
+        push(at, len, line, kind);
+    }
+    let utf8 = simdutf8::basic::from_utf8(b).is_ok();
+    Routed {
+        start,
+        bytes,
+        items,
+        newlines: line,
+        utf8,
+    }
+}
+
+/// Feeds shard `s`'s lines of one chunk, whose first line is line `base + 1`.
+fn apply_chunk<P: Projection>(p: &mut P, s: usize, base: u64, r: &Routed) {
+    let b: &[u8] = &r.bytes;
+    for it in &r.items[s] {
+        let pos = Pos {
+            line: base + 1 + it.line,
+            offset: r.start + it.at as u64,
+        };
+        let line = Line {
+            pos,
+            len: it.len as u64,
+            terminated: it.kind == ItemKind::Line,
+        };
+        let raw = &b[it.at..it.at + it.len];
+        match it.kind {
+            ItemKind::Oversize => feed_oversize(p, pos, it.len as u64, true),
+            _ if r.utf8 => {
+                // SAFETY: `route_chunk` checked that all of the chunk is UTF-8, and a line
+                // starts and ends at a newline or an end of the chunk, both character
+                // boundaries. The bytes cannot change in between: a chunk is a buffer of its
+                // own, read once (`load`).
+                let text = unsafe { std::str::from_utf8_unchecked(raw) };
+                feed(p, line, raw, Some((text, it.cr)));
+            }
+            _ => feed(p, line, raw, None),
+        }
+    }
+}
+
+/// Folds `chunks` through shards of `p` split by run, on the current rayon pool: a window of
+/// chunks is loaded and routed while the shards apply the window before it.
+pub(crate) fn by_run<P: Split>(
+    path: &Path,
+    chunks: &[(u64, u64)],
+    lines_before: u64,
+    opts: &ReadOptions,
+    threads: usize,
+    mut p: P,
+) -> Result<P> {
+    let file = File::open(path).map_err(io_err(path))?;
+    let pool = Arc::new(Pool::default());
+    let count = threads.max(1) * SHARDS_PER_THREAD;
+    let mut shards: Vec<P> = (0..count).map(|_| p.fork()).collect();
+    let route_window = |w: &[(u64, u64)]| -> Result<Vec<Routed>> {
+        w.par_iter()
+            .map(|&ch| {
+                Ok(route_chunk(
+                    load(&file, path, ch, &pool)?,
+                    ch.0,
+                    opts,
+                    count,
+                ))
+            })
+            .collect()
+    };
+    let apply_window = |shards: &mut [P], window: &[Routed], base: u64| {
+        shards.par_iter_mut().enumerate().for_each(|(s, shard)| {
+            let mut base = base;
+            for r in window {
+                apply_chunk(shard, s, base, r);
+                base += r.newlines;
+            }
+        });
+    };
+    let mut windows = chunks.chunks(WINDOW);
+    let mut ready = route_window(windows.next().unwrap_or_default())?;
+    let mut base = lines_before;
+    loop {
+        let next = windows.next();
+        let (_, routed) = rayon::join(
+            || apply_window(&mut shards, &ready, base),
+            || next.map(route_window),
+        );
+        base += ready.iter().map(|r| r.newlines).sum::<u64>();
+        match routed {
+            Some(routed) => ready = routed?,
+            None => break,
+        }
+    }
+    for s in shards {
+        p.join(s);
+    }
+    Ok(p)
+}
+
+/// Folds `chunks` through `p` a chunk at a time, on the current rayon pool: a window of chunks
+/// is read while the window before it is merged in file order. `None` when `p` can no longer
+/// merge exactly (`Chunked::merge`).
+pub(crate) fn in_order<P: Chunked>(
+    path: &Path,
+    chunks: &[(u64, u64)],
+    threads: usize,
+    mut p: P,
+) -> Result<Option<P>> {
+    let file = File::open(path).map_err(io_err(path))?;
+    let pool = Arc::new(Pool::default());
+    let reader = p.reader();
+    let read_window = |w: &[(u64, u64)]| -> Result<Vec<P::Chunk>> {
+        w.par_iter()
+            .map(|&ch| Ok(P::read_chunk(&reader, &load(&file, path, ch, &pool)?, ch.0)))
+            .collect()
+    };
+    let mut windows = chunks.chunks(2 * threads.max(1));
+    let mut ready = read_window(windows.next().unwrap_or_default())?;
+    loop {
+        let next = windows.next();
+        let (exact, read) = rayon::join(
+            || ready.drain(..).all(|c| p.merge(c)),
+            || next.map(read_window),
+        );
+        if !exact {
+            return Ok(None);
+        }
+        match read {
+            Some(read) => ready = read?,
+            None => break,
+        }
+    }
+    Ok(Some(p))
+}

@@ -1,0 +1,260 @@
+//! The fold driver: a log file, a run folder or a root folded through any set of projections
+//! (`loopctl_core::fold`), each log read once. Every reader of logs goes through here:
+//! `replay`, `status`, `check`, `recover`, `list`, `stagnation`, `postmortem`, `tail`'s
+//! start-up and the runner's `resume`.
+//!
+//! The driver chooses how to read: one thread for a small log; for a large one, chunks on
+//! every thread, split by run (`Split`) or folded a chunk at a time and merged in file order
+//! (`Chunked`); logs spread over the threads for a root. The threads and chunks live in
+//! `chunks`, the only parallel machinery of loopctl (on rayon).
+
+mod chunks;
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use loopctl_core::fold::counts::{Rows, Tally};
+use loopctl_core::fold::damaged::{DamagedLine, DamagedLines};
+use loopctl_core::fold::{Chunked, Projection, Split, feed_piece};
+use loopctl_core::{Outcome, Replay, RunState};
+use rayon::prelude::*;
+
+use crate::discover::{self, RunRef};
+use crate::read::ReadOptions;
+use crate::{Result, io_err};
+use chunks::{ORDER_CHUNK, PARALLEL_MIN, RUN_CHUNK, on_threads, plan_chunks};
+
+/// Where a fold starts: at the top of the log, or after the line a snapshot's log mark names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Start {
+    /// Byte offset of the first line to fold (a line start).
+    pub offset: u64,
+    /// Lines before it.
+    pub line: u64,
+}
+
+impl Start {
+    /// Just after the last line `state` reflects.
+    pub fn after(state: &RunState) -> Start {
+        Start {
+            offset: state.log.offset,
+            line: state.log.line,
+        }
+    }
+}
+
+/// Folds the log at `path` through `p` (read sequentially, or in chunks on `opts.threads`
+/// threads when it is large) and gives it back.
+pub fn fold_file<P: Split>(path: &Path, opts: &ReadOptions, p: P) -> Result<P> {
+    fold_file_from(path, Start::default(), opts, p)
+}
+
+/// `fold_file` from `start`.
+pub fn fold_file_from<P: Split>(path: &Path, start: Start, opts: &ReadOptions, p: P) -> Result<P> {
+    // One thread needs no look at the size: `list` folds thousands of small logs.
+    if opts.threads > 1 {
+        let size = std::fs::metadata(path).map_err(io_err(path))?.len();
+        if size.saturating_sub(start.offset) >= PARALLEL_MIN {
+            return fold_parallel(path, start, opts, p, opts.threads, RUN_CHUNK);
+        }
+    }
+    let mut p = p;
+    fold_between(path, start, u64::MAX, opts.max_line, &mut p)?;
+    Ok(p)
+}
+
+/// Folds the bytes of `path` before offset `end` (a line start) through `p`, in order.
+pub fn fold_prefix<P: Projection + ?Sized>(
+    path: &Path,
+    end: u64,
+    max_line: usize,
+    p: &mut P,
+) -> Result<()> {
+    fold_between(path, Start::default(), end, max_line, p)
+}
+
+fn fold_between<P: Projection + ?Sized>(
+    path: &Path,
+    start: Start,
+    end: u64,
+    max_line: usize,
+    p: &mut P,
+) -> Result<()> {
+    crate::read::pieces_between(path, start.offset, end, start.line, max_line, |piece| {
+        feed_piece(p, piece)
+    })
+}
+
+/// `fold_file_from` in chunks of about `chunk` bytes on `threads` threads (at least two):
+/// every chunk is split into lines once and each line handed to the shard of its run.
+fn fold_parallel<P: Split>(
+    path: &Path,
+    start: Start,
+    opts: &ReadOptions,
+    p: P,
+    threads: usize,
+    chunk: u64,
+) -> Result<P> {
+    let size = std::fs::metadata(path).map_err(io_err(path))?.len();
+    let Some(chunks) = plan_chunks(path, start.offset, size, opts.max_line, chunk)? else {
+        // A line longer than the cap sits across a chunk boundary: not worth splitting.
+        let mut p = p;
+        fold_between(path, start, u64::MAX, opts.max_line, &mut p)?;
+        return Ok(p);
+    };
+    on_threads(threads, || {
+        chunks::by_run(path, &chunks, start.line, opts, threads, p)
+    })
+}
+
+/// Folds the log at `path` through `p` a chunk at a time (`Chunked`), the chunks read on
+/// `opts.threads` threads and merged in file order. `None` when `p` could not fold it exactly
+/// (it said so while merging, or a line longer than the cap sits across a chunk boundary):
+/// fold it as a `Split` instead.
+pub fn fold_chunks<P: Chunked>(path: &Path, opts: &ReadOptions, p: P) -> Result<Option<P>> {
+    fold_chunks_of(path, opts, p, ORDER_CHUNK)
+}
+
+fn fold_chunks_of<P: Chunked>(
+    path: &Path,
+    opts: &ReadOptions,
+    mut p: P,
+    chunk: u64,
+) -> Result<Option<P>> {
+    let mut file = File::open(path).map_err(io_err(path))?;
+    let size = file.metadata().map_err(io_err(path))?.len();
+    if size <= chunk {
+        // One chunk (a run folder's log, say): read here, no threads. `list ROOT` reads
+        // thousands of these.
+        let mut bytes = Vec::with_capacity(size as usize + 1);
+        file.read_to_end(&mut bytes).map_err(io_err(path))?;
+        let c = P::read_chunk(&p.reader(), &bytes, 0);
+        return Ok(p.merge(c).then_some(p));
+    }
+    let Some(chunks) = plan_chunks(path, 0, size, opts.max_line, chunk)? else {
+        return Ok(None);
+    };
+    let threads = opts.threads.clamp(1, chunks.len());
+    on_threads(threads, || chunks::in_order(path, &chunks, threads, p))
+}
+
+/// Replays the log at `path`: one state per run, every finding, the statistics. With `resume`,
+/// continues from that snapshot (the caller has checked that its log mark agrees with the
+/// file). With `opts.states` false, only counts and checks (`Replay::without_states`), a large
+/// log a chunk at a time.
+pub fn replay(path: &Path, opts: &ReadOptions, resume: Option<&RunState>) -> Result<Outcome> {
+    if !opts.states && resume.is_none() && opts.threads > 1 {
+        let size = std::fs::metadata(path).map_err(io_err(path))?.len();
+        if size >= PARALLEL_MIN {
+            let tally = Tally::new(0).reading(&opts.default_run, opts.max_line);
+            if let Some(t) = fold_chunks(path, opts, tally)? {
+                return Ok(t.finish());
+            }
+        }
+    }
+    let mut r = Replay::new(&opts.default_run);
+    if !opts.states {
+        r = r.without_states();
+    }
+    let start = match resume {
+        Some(s) => {
+            r.resume(s.clone());
+            Start::after(s)
+        }
+        None => Start::default(),
+    };
+    Ok(fold_file_from(path, start, opts, r)?.finish())
+}
+
+/// What `list` needs of a log: `replay`'s outcome, its run states exact only in what a row
+/// shows (`Tally::finish_rows`), read a chunk at a time; when the chunks cannot give the rows
+/// exactly (a `seq` repeated across a chunk end, say) the log is replayed instead.
+pub fn rows(path: &Path, opts: &ReadOptions) -> Result<Rows> {
+    rows_of(path, opts, ORDER_CHUNK)
+}
+
+fn rows_of(path: &Path, opts: &ReadOptions, chunk: u64) -> Result<Rows> {
+    let tally = Tally::with_rows(0).reading(&opts.default_run, opts.max_line);
+    if let Some(rows) = fold_chunks_of(path, opts, tally, chunk)?.and_then(Tally::finish_rows) {
+        return Ok(rows);
+    }
+    let opts = ReadOptions {
+        states: true,
+        ..opts.clone()
+    };
+    replay(path, &opts, None).map(Rows::from)
+}
+
+/// `f` for every run, the runs spread over `threads` threads; the results in the order of
+/// `runs`.
+pub fn each_run<R: Send>(
+    runs: &[RunRef],
+    threads: usize,
+    f: impl Fn(&RunRef) -> R + Sync + Send,
+) -> Vec<R> {
+    let threads = threads.clamp(1, runs.len().max(1));
+    if threads == 1 {
+        return runs.iter().map(f).collect();
+    }
+    on_threads(threads, || runs.par_iter().map(&f).collect())
+}
+
+/// Folds the log of every run through a projection of its own (`make`), the logs spread over
+/// `opts.threads` threads (a large one is split in chunks as `fold_file` does). The results
+/// come in the order of `runs`.
+pub fn fold_runs<P: Split>(
+    runs: &[RunRef],
+    opts: &ReadOptions,
+    make: impl Fn(&RunRef) -> P + Sync + Send,
+) -> Vec<Result<P>> {
+    each_run(runs, opts.threads, |r| {
+        let opts = ReadOptions {
+            default_run: r.name.clone(),
+            ..opts.clone()
+        };
+        fold_file(&r.log, &opts, make(r))
+    })
+}
+
+/// One log folded by `fold_paths`.
+pub struct Folded<P> {
+    pub run: RunRef,
+    /// The projections, and the log's damaged lines in file order; or why the log could not
+    /// be read.
+    pub result: Result<(P, Vec<DamagedLine>)>,
+}
+
+/// Folds every log `paths` name through projections of its own (`make`): a path is a log
+/// file, a run folder, or a root whose run folders are all folded. The logs are spread over
+/// `opts.threads` threads; the results come in the order of the paths, a root's runs in name
+/// order. An error is a root that cannot be listed; a log that cannot be read is its own
+/// result's error.
+pub fn fold_paths<P: Split>(
+    paths: &[PathBuf],
+    opts: &ReadOptions,
+    make: impl Fn(&RunRef) -> P + Sync + Send,
+) -> Result<Vec<Folded<P>>> {
+    let mut runs = Vec::new();
+    for path in paths {
+        if path.is_file() {
+            runs.push(RunRef::file(path));
+        } else if let Some(log) = discover::folder_log(path) {
+            runs.push(RunRef::file(&log));
+        } else {
+            runs.extend(discover::runs_under(path, true)?);
+        }
+    }
+    let folded = fold_runs(&runs, opts, |r| (make(r), DamagedLines::default()));
+    Ok(runs
+        .into_iter()
+        .zip(folded)
+        .map(|(run, f)| Folded {
+            run,
+            result: f.map(|(p, damaged)| (p, damaged.into_sorted())),
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests;
