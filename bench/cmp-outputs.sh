@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/cmp-outputs.sh -- save, then compare, the output bytes of the commands that read logs
-# through the fold driver (stagnation, postmortem, tail's start-up), so that a change to how
-# they read can be shown to change nothing they print.
+# through the fold driver (replay, check, status, list, stagnation, postmortem, tail's
+# start-up), so that a change to how they read can be shown to change nothing they print.
 #
 #   bench/cmp-outputs.sh save    OUT_DIR [LOOPCTL]   # record stdout, stderr and exit code
 #   bench/cmp-outputs.sh compare OUT_DIR [LOOPCTL]   # run again, cmp against OUT_DIR
@@ -55,12 +55,15 @@ cases=()
 for l in "${logs[@]}"; do
   for c in "stagnation $l" "stagnation $l --json" "postmortem $l" "postmortem $l --json" \
            "postmortem $l --format md" "tail $l --no-follow" "tail $l --no-follow -n 5 --json" \
-           "tail $l --no-follow -n 3 --raw" "tail $l --no-follow -n 4 --level milestones"; do
+           "tail $l --no-follow -n 3 --raw" "tail $l --no-follow -n 4 --level milestones" \
+           "replay $l" "replay $l --json" "replay $l --no-snapshot" "check $l" "check $l --json" \
+           "--threads 1 check $l --json" "status $l" "status $l --json" "list $l" "list $l --json"; do
     cases+=("$c")
   done
 done
 for r in "${roots[@]}"; do
-  cases+=("tail $r --no-follow -n 5 --json" "tail $r --no-follow -n 2")
+  cases+=("tail $r --no-follow -n 5 --json" "tail $r --no-follow -n 2" "list $r" "list $r --json"
+          "--threads 1 list $r --json")
 done
 cases+=("stagnation $ROOT/fixtures/stagnation $ROOT/fixtures/healthy-native --json")
 

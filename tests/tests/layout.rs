@@ -1,5 +1,6 @@
-//! The code's layout holds: the core's modules import one another one way (no cycles), and a
-//! file in crates/ over 900 lines says at its top why it is kept long.
+//! The code's layout holds: the core's modules import one another one way (no cycles), a
+//! file in crates/ over 900 lines says at its top why it is kept long, and readers of logs
+//! leave threads to the fold driver.
 
 use std::collections::BTreeSet;
 
@@ -263,5 +264,77 @@ fn tests_that_read_shared_show_as_ignored_without_it() {
         missing.is_empty(),
         "tests reading ../shared without the no_shared ignore attribute or build script:\n{}",
         missing.join("\n")
+    );
+}
+
+/// Where threads may be handed work over a log's chunks or a root's logs: the fold driver's
+/// one scheduler. Other threads in loopctl (the runner's process pipes, the server, output
+/// serialization) are not reading logs.
+const SCHEDULER: &str = "crates/loopctl-store/src/fold/";
+/// Folders that read logs and so must leave threads to the driver.
+const READERS: &[&str] = &["crates/loopctl-store/src/", "crates/loopctl/src/cmd/"];
+const THREAD_USE: &[&str] = &["thread::scope", "thread::spawn", "Condvar", "rayon"];
+
+/// The files of `files` outside the scheduler that hand work to threads themselves.
+fn schedulers_outside_the_driver(files: &[(String, String)]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(path, _)| READERS.iter().any(|r| path.starts_with(r)))
+        .filter(|(path, _)| !path.starts_with(SCHEDULER))
+        .filter_map(|(path, text)| {
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            let used: Vec<&str> = THREAD_USE
+                .iter()
+                .copied()
+                .filter(|w| code.contains(w))
+                .collect();
+            (!used.is_empty()).then(|| format!("{path}: {}", used.join(", ")))
+        })
+        .collect()
+}
+
+#[test]
+fn a_scheduler_outside_the_fold_driver_is_named() {
+    let files = sources(&[
+        (
+            "crates/loopctl/src/cmd/list.rs",
+            "fn f() { std::thread::scope(|s| {}); }",
+        ),
+        (
+            "crates/loopctl-store/src/fold/chunks.rs",
+            "use rayon::prelude::*;",
+        ),
+        (
+            "crates/loopctl-runner/src/run.rs",
+            "fn f() { std::thread::spawn(|| {}); }",
+        ),
+    ]);
+    assert_eq!(
+        schedulers_outside_the_driver(&files),
+        ["crates/loopctl/src/cmd/list.rs: thread::scope"]
+    );
+}
+
+#[test]
+fn readers_leave_threads_to_the_fold_driver() {
+    let root = repo();
+    let files: Vec<(String, String)> = files_below(&root.join("crates"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| {
+            let rel = p
+                .strip_prefix(&root)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .replace('\\', "/");
+            (rel, std::fs::read_to_string(&p).unwrap_or_default())
+        })
+        .collect();
+    let offenders = schedulers_outside_the_driver(&files);
+    assert!(
+        offenders.is_empty(),
+        "hand threads work through the fold driver (store::fold: fold_file, fold_chunks, \
+         each_run), not a scheduler of your own:\n{}",
+        offenders.join("\n")
     );
 }

@@ -47,3 +47,44 @@ impl Split for Memories {
         self.0.extend(other.0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopctl_core::fold::fold_bytes;
+    use loopctl_core::parse_line;
+
+    /// What the runner kept before it folded its memory beside the replay: each event of its
+    /// run, one by one.
+    #[test]
+    fn a_runs_memory_is_its_events_applied_one_by_one() {
+        let log = [
+            r#"{"v":1,"seq":1,"ts":"2026-02-18T12:00:00Z","run_id":"r1","event":"run_started","payload":{"config":{"max_iterations":3}}}"#,
+            r#"{"v":1,"seq":1,"ts":"2026-02-18T12:00:00Z","run_id":"r2","event":"run_started","payload":{}}"#,
+            r#"{"v":1,"seq":2,"ts":"2026-02-18T12:00:01Z","run_id":"r1","event":"phase_started","iteration":1,"phase":"work"}"#,
+            r#"{"v":1,"seq":3,"ts":"2026-02-18T12:00:02Z","event":"phase_started","iteration":1,"phase":"x"}"#,
+            "{damaged",
+            r#"{"v":1,"seq":3,"ts":"2026-02-18T12:00:03Z","run_id":"r1","event":"evaluation_done","iteration":1,"payload":{"score":0.5}}"#,
+        ];
+        let mut m = Memories::default();
+        fold_bytes(&mut m, log.join("\n").as_bytes(), 1 << 20);
+        let mut want = Memory::default();
+        for text in log {
+            if let Ok(ev) = parse_line(text)
+                && ev.run_id.as_deref() == Some("r1")
+            {
+                if ev.kind == Kind::RunStarted {
+                    want.started = Some(ev.payload_value());
+                }
+                want.cursor.apply(&ev);
+                want.trace.apply(&ev);
+            }
+        }
+        let got = &m.0["r1"];
+        assert_eq!(got.started, want.started);
+        assert!(got.started.is_some());
+        assert_eq!(format!("{:?}", got.cursor), format!("{:?}", want.cursor));
+        assert_eq!(got.trace, want.trace);
+        assert_eq!(m.0.len(), 2, "events that name no run are no run's");
+    }
+}

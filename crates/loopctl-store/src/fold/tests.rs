@@ -202,3 +202,55 @@ fn a_resumed_run_continues_in_the_shard_given_its_lines() {
         assert_eq!(whole.runs, resumed.finish().runs, "{threads} threads");
     }
 }
+
+#[test]
+fn fold_paths_folds_a_file_a_run_folder_and_a_root_with_their_damaged_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let write = |folder: &Path, lines: &[u8]| {
+        std::fs::create_dir_all(folder).unwrap();
+        let log = folder.join("history.jsonl");
+        std::fs::write(&log, lines).unwrap();
+        log
+    };
+    let mut ok = Vec::new();
+    for seq in 1..=3 {
+        ok.extend(line(8, 1, seq));
+        ok.push(b'\n');
+    }
+    let mut damaged = ok.clone();
+    damaged.extend_from_slice(b"{not json\n");
+    write(&root.join("a"), &ok);
+    write(&root.join("b"), &damaged);
+    let folder = dir.path().join("c");
+    write(&folder, &ok);
+    let file = dir.path().join("loose.jsonl");
+    std::fs::write(&file, &damaged).unwrap();
+    let paths = vec![
+        file.clone(),
+        folder.clone(),
+        root.clone(),
+        dir.path().join("gone"),
+    ];
+    let opts = ReadOptions {
+        threads: 2,
+        ..ReadOptions::default()
+    };
+    // A root that is not there is an error; the others are folded.
+    assert!(fold_paths(&paths, &opts, |r| Replay::new(&r.name)).is_err());
+    let folded = fold_paths(&paths[..3], &opts, |r| Replay::new(&r.name)).unwrap();
+    let names: Vec<&str> = folded.iter().map(|f| f.run.name.as_str()).collect();
+    assert_eq!(names, ["loose", "c", "a", "b"]);
+    for f in folded {
+        let (replay, damaged_lines) = f.result.unwrap();
+        let o = replay.finish();
+        assert_eq!(o.stats.events, 3, "{}", f.run.name);
+        let damaged: Vec<(u64, u64)> = damaged_lines.iter().map(|d| (d.line, d.offset)).collect();
+        let want: Vec<(u64, u64)> = o.findings.iter().map(|f| (f.line, f.offset)).collect();
+        assert_eq!(damaged, want, "{}", f.run.name);
+        assert_eq!(
+            damaged.len(),
+            usize::from(["loose", "b"].contains(&f.run.name.as_str()))
+        );
+    }
+}
