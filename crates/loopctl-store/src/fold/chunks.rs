@@ -29,8 +29,9 @@ pub(crate) const ORDER_CHUNK: u64 = 4 << 20;
 /// Shards of a fold split by run, per thread: more shards than threads, so that a thread
 /// slowed down by other work on the machine does not hold the others up.
 const SHARDS_PER_THREAD: usize = 4;
-/// Chunks routed per window of a fold split by run.
-const WINDOW: usize = 8;
+/// Chunks routed per window of a fold split by run, per thread: few, so that a chunk's bytes
+/// are still in cache when the shards apply it.
+const WINDOW_PER_THREAD: usize = 2;
 /// How much is read at a time while looking for a line end.
 const PROBE: usize = 64 << 10;
 
@@ -324,7 +325,7 @@ pub(crate) fn by_run<P: Split>(
             }
         });
     };
-    let mut windows = chunks.chunks(WINDOW);
+    let mut windows = chunks.chunks(WINDOW_PER_THREAD * threads.max(1));
     let mut ready = route_window(windows.next().unwrap_or_default())?;
     let mut base = lines_before;
     loop {
