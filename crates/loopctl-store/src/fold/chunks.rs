@@ -1,14 +1,16 @@
 //! The fold driver's parallel machinery, the only one in loopctl: a log cut into chunks at
 //! line starts, chunks read into pooled buffers with positioned reads, and two schedules on a
 //! rayon pool. Split by run (`by_run`): each chunk is cut into lines once and every line handed
-//! to the shard of its run; shards apply their lines in file order. In file order (`in_order`):
-//! each chunk is folded alone, and the chunk folds merged in file order. Both keep a window
-//! of chunks in flight, reading the next window while the last is applied, so memory stays
-//! bounded and the bytes are still in cache when they are used.
+//! to the shard of its run; shards apply their lines in file order, a window of chunks routed
+//! while the window before it is applied (few, so the bytes are still in cache). In file order
+//! (`in_order`): each chunk is folded alone, the chunk folds merged in file order by whoever
+//! reads the next one.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use loopctl_core::decode::lines::Pos;
@@ -17,7 +19,7 @@ use loopctl_core::fold::{Chunked, Line, Projection, Split, feed, feed_oversize};
 use rayon::prelude::*;
 
 use crate::read::ReadOptions;
-use crate::{Result, io_err};
+use crate::{Result, StoreError, io_err};
 
 /// Files with fewer bytes to fold than this are read by one thread.
 pub(crate) const PARALLEL_MIN: u64 = 8 << 20;
@@ -346,38 +348,78 @@ pub(crate) fn by_run<P: Split>(
     Ok(p)
 }
 
-/// Folds `chunks` through `p` a chunk at a time, on the current rayon pool: a window of chunks
-/// is read while the window before it is merged in file order. `None` when `p` can no longer
-/// merge exactly (`Chunked::merge`).
-pub(crate) fn in_order<P: Chunked>(
-    path: &Path,
-    chunks: &[(u64, u64)],
-    threads: usize,
-    mut p: P,
-) -> Result<Option<P>> {
+/// Folds `chunks` through `p` a chunk at a time, on the current rayon pool: chunks are read
+/// in file order as threads come free (no thread waits for another), and whoever reads the
+/// next chunk to merge merges it, and the ones after it that are ready, while the others read
+/// on. `None` when `p` can no longer merge exactly (`Chunked::merge`): reading stops.
+pub(crate) fn in_order<P: Chunked>(path: &Path, chunks: &[(u64, u64)], p: P) -> Result<Option<P>> {
+    struct Waiting<C> {
+        /// Chunks read and not merged yet, by index.
+        read: BTreeMap<usize, C>,
+        next: usize,
+        /// A thread is merging: it takes the chunks in order as they are ready.
+        merging: bool,
+        failed: Option<StoreError>,
+    }
     let file = File::open(path).map_err(io_err(path))?;
     let pool = Arc::new(Pool::default());
     let reader = p.reader();
-    let read_window = |w: &[(u64, u64)]| -> Result<Vec<P::Chunk>> {
-        w.par_iter()
-            .map(|&ch| Ok(P::read_chunk(&reader, &load(&file, path, ch, &pool)?, ch.0)))
-            .collect()
+    let folded = Mutex::new(p);
+    let lost = AtomicBool::new(false);
+    let waiting = Mutex::new(Waiting {
+        read: BTreeMap::new(),
+        next: 0,
+        merging: false,
+        failed: None,
+    });
+    let task = |i: usize, ch: (u64, u64)| {
+        if lost.load(Ordering::Relaxed) {
+            return;
+        }
+        let chunk = load(&file, path, ch, &pool).map(|b| P::read_chunk(&reader, &b, ch.0));
+        let mut w = lock(waiting.lock());
+        match chunk {
+            Err(e) => {
+                w.failed.get_or_insert(e);
+                lost.store(true, Ordering::Relaxed);
+                return;
+            }
+            Ok(c) => {
+                w.read.insert(i, c);
+            }
+        }
+        if w.merging {
+            return;
+        }
+        w.merging = true;
+        loop {
+            let next = w.next;
+            let ready = w
+                .read
+                .remove(&next)
+                .filter(|_| !lost.load(Ordering::Relaxed));
+            let Some(c) = ready else {
+                w.merging = false;
+                return;
+            };
+            w.next += 1;
+            drop(w);
+            if !lock(folded.lock()).merge(c) {
+                lost.store(true, Ordering::Relaxed);
+            }
+            w = lock(waiting.lock());
+        }
     };
-    let mut windows = chunks.chunks(2 * threads.max(1));
-    let mut ready = read_window(windows.next().unwrap_or_default())?;
-    loop {
-        let next = windows.next();
-        let (exact, read) = rayon::join(
-            || ready.drain(..).all(|c| p.merge(c)),
-            || next.map(read_window),
-        );
-        if !exact {
-            return Ok(None);
+    rayon::scope_fifo(|s| {
+        for (i, &ch) in chunks.iter().enumerate() {
+            let task = &task;
+            s.spawn_fifo(move |_| task(i, ch));
         }
-        match read {
-            Some(read) => ready = read?,
-            None => break,
-        }
+    });
+    let w = lock(waiting.into_inner());
+    if let Some(e) = w.failed {
+        return Err(e);
     }
-    Ok(Some(p))
+    let p = lock(folded.into_inner());
+    Ok((!lost.load(Ordering::Relaxed) && w.next == chunks.len()).then_some(p))
 }

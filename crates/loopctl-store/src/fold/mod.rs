@@ -136,7 +136,7 @@ fn fold_chunks_of<P: Chunked>(
         return Ok(None);
     };
     let threads = opts.threads.clamp(1, chunks.len());
-    on_threads(threads, || chunks::in_order(path, &chunks, threads, p))
+    on_threads(threads, || chunks::in_order(path, &chunks, p))
 }
 
 /// Replays the log at `path`: one state per run, every finding, the statistics. With `resume`,
