@@ -57,6 +57,9 @@ pub trait Projection {
 pub trait Split: Projection + Send + Sized {
     /// An empty projection of the same settings, for another shard.
     fn fork(&self) -> Self;
+    /// Work a shard can finish alone once it has all its lines, before the join (the driver
+    /// runs it on the shard's thread, in parallel with the other shards).
+    fn settle(&mut self) {}
     /// Takes in another shard's fold (its runs are not this one's).
     fn join(&mut self, other: Self);
 }
@@ -148,6 +151,9 @@ macro_rules! tuple_projection {
         impl<$($name: Split),+> Split for ($($name,)+) {
             fn fork(&self) -> Self {
                 ($(self.$i.fork(),)+)
+            }
+            fn settle(&mut self) {
+                $(self.$i.settle();)+
             }
             fn join(&mut self, other: Self) {
                 $(self.$i.join(other.$i);)+

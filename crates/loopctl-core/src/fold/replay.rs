@@ -217,13 +217,18 @@ impl Slot {
         Slot { state, eval: None }
     }
 
-    fn into_state(self) -> RunState {
-        let mut state = self.state;
-        if let Some(text) = self.eval {
+    /// Decodes the last evaluation's payload into the state.
+    fn settle(&mut self) {
+        if let Some(text) = self.eval.take() {
             // What `Event::payload_value` gives for this payload.
-            state.evaluation = Some(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null));
+            self.state.evaluation =
+                Some(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null));
         }
-        state
+    }
+
+    fn into_state(mut self) -> RunState {
+        self.settle();
+        self.state
     }
 }
 
@@ -414,6 +419,11 @@ impl Projection for Replay {
 impl Split for Replay {
     fn fork(&self) -> Self {
         self.empty_like()
+    }
+    fn settle(&mut self) {
+        for slot in self.runs.values_mut() {
+            slot.settle();
+        }
     }
     /// Takes in another shard's replay: its runs are not this one's.
     fn join(&mut self, other: Self) {

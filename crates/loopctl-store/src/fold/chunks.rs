@@ -1,10 +1,9 @@
 //! The fold driver's parallel machinery, the only one in loopctl: a log cut into chunks at
 //! line starts, chunks read into pooled buffers with positioned reads, and two schedules on a
 //! rayon pool. Split by run (`by_run`): each chunk is cut into lines once and every line handed
-//! to the shard of its run; shards apply their lines in file order, a window of chunks routed
-//! while the window before it is applied (few, so the bytes are still in cache). In file order
-//! (`in_order`): each chunk is folded alone, the chunk folds merged in file order by whoever
-//! reads the next one.
+//! to the shard of its run; shards apply their chunks in file order as they are routed, a few
+//! chunks in flight (so the bytes are still in cache). In file order (`in_order`): each chunk
+//! is folded alone, the chunk folds merged in file order by whoever reads the next one.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -31,9 +30,6 @@ pub(crate) const ORDER_CHUNK: u64 = 4 << 20;
 /// Shards of a fold split by run, per thread: more shards than threads, so that a thread
 /// slowed down by other work on the machine does not hold the others up.
 const SHARDS_PER_THREAD: usize = 4;
-/// Chunks routed per window of a fold split by run, per thread: few, so that a chunk's bytes
-/// are still in cache when the shards apply it.
-const WINDOW_PER_THREAD: usize = 2;
 /// How much is read at a time while looking for a line end.
 const PROBE: usize = 64 << 10;
 
@@ -292,8 +288,11 @@ fn apply_chunk<P: Projection>(p: &mut P, s: usize, base: u64, r: &Routed) {
     }
 }
 
-/// Folds `chunks` through shards of `p` split by run, on the current rayon pool: a window of
-/// chunks is loaded and routed while the shards apply the window before it.
+/// Folds `chunks` through shards of `p` split by run, on the current rayon pool. Tasks, not
+/// phases: routing a chunk hands it to every shard that waits for it, and a shard that has
+/// applied a chunk goes on to its next one if it is routed; a chunk applied by every shard
+/// frees its slot for the next chunk to route. No thread waits for a slow one, and at most
+/// `window` chunks are in memory.
 pub(crate) fn by_run<P: Split>(
     path: &Path,
     chunks: &[(u64, u64)],
@@ -302,50 +301,181 @@ pub(crate) fn by_run<P: Split>(
     threads: usize,
     mut p: P,
 ) -> Result<P> {
-    let file = File::open(path).map_err(io_err(path))?;
-    let pool = Arc::new(Pool::default());
     let count = threads.max(1) * SHARDS_PER_THREAD;
-    let mut shards: Vec<P> = (0..count).map(|_| p.fork()).collect();
-    let route_window = |w: &[(u64, u64)]| -> Result<Vec<Routed>> {
-        w.par_iter()
-            .map(|&ch| {
-                Ok(route_chunk(
-                    load(&file, path, ch, &pool)?,
-                    ch.0,
-                    opts,
-                    count,
-                ))
-            })
-            .collect()
+    let window = (WINDOW_PER_THREAD * threads.max(1))
+        .min(chunks.len())
+        .max(1);
+    let run = ByRun {
+        path,
+        file: File::open(path).map_err(io_err(path))?,
+        pool: Arc::new(Pool::default()),
+        opts,
+        chunks,
+        shards: (0..count).map(|_| Mutex::new(p.fork())).collect(),
+        sched: Mutex::new(Sched {
+            slots: (0..window).map(|_| None).collect(),
+            next_route: window,
+            cursor: vec![0; count],
+            busy: vec![false; count],
+            next_base: (0, lines_before),
+            failed: None,
+        }),
     };
-    let apply_window = |shards: &mut [P], window: &[Routed], base: u64| {
-        shards.par_iter_mut().enumerate().for_each(|(s, shard)| {
-            let mut base = base;
-            for r in window {
-                apply_chunk(shard, s, base, r);
-                base += r.newlines;
-            }
-        });
-    };
-    let mut windows = chunks.chunks(WINDOW_PER_THREAD * threads.max(1));
-    let mut ready = route_window(windows.next().unwrap_or_default())?;
-    let mut base = lines_before;
-    loop {
-        let next = windows.next();
-        let (_, routed) = rayon::join(
-            || apply_window(&mut shards, &ready, base),
-            || next.map(route_window),
-        );
-        base += ready.iter().map(|r| r.newlines).sum::<u64>();
-        match routed {
-            Some(routed) => ready = routed?,
-            None => break,
+    rayon::scope_fifo(|sc| {
+        for c in 0..window {
+            let run = &run;
+            sc.spawn_fifo(move |sc| run.route(sc, c));
         }
+    });
+    if let Some(e) = lock(run.sched.into_inner()).failed {
+        return Err(e);
     }
+    let mut shards: Vec<P> = run
+        .shards
+        .into_iter()
+        .map(|m| lock(m.into_inner()))
+        .collect();
+    shards.par_iter_mut().for_each(Split::settle);
     for s in shards {
         p.join(s);
     }
     Ok(p)
+}
+
+/// Chunks in flight per thread in a fold split by run: few, so that a chunk's bytes are still
+/// in cache when the shards apply it.
+const WINDOW_PER_THREAD: usize = 3;
+
+/// A fold split by run under way (`by_run`).
+struct ByRun<'a, P> {
+    path: &'a Path,
+    file: File,
+    pool: Arc<Pool>,
+    opts: &'a ReadOptions,
+    chunks: &'a [(u64, u64)],
+    shards: Vec<Mutex<P>>,
+    sched: Mutex<Sched>,
+}
+
+/// Which chunks are routed and which shard is where.
+struct Sched {
+    /// Chunk `c` routed, in slot `c % window`.
+    slots: Vec<Option<Slot>>,
+    next_route: usize,
+    /// Per shard: the next chunk it applies, and whether it is applying one.
+    cursor: Vec<usize>,
+    busy: Vec<bool>,
+    /// The first chunk whose line base is unknown, and that base.
+    next_base: (usize, u64),
+    failed: Option<StoreError>,
+}
+
+struct Slot {
+    index: usize,
+    data: Arc<Routed>,
+    /// Lines before the chunk, once every earlier chunk is routed.
+    base: Option<u64>,
+    /// Shards that have not applied it yet.
+    left: usize,
+}
+
+impl Sched {
+    fn routed(&mut self, c: usize, r: Routed) {
+        let n = self.slots.len();
+        let left = self.cursor.len();
+        self.slots[c % n] = Some(Slot {
+            index: c,
+            data: Arc::new(r),
+            base: None,
+            left,
+        });
+        while let Some(slot) = self.slots[self.next_base.0 % n]
+            .as_mut()
+            .filter(|s| s.index == self.next_base.0)
+        {
+            slot.base = Some(self.next_base.1);
+            self.next_base = (self.next_base.0 + 1, self.next_base.1 + slot.data.newlines);
+        }
+    }
+
+    /// Shard `s`'s next chunk, if it is routed and its base known.
+    fn ready_for(&self, s: usize) -> Option<(usize, u64, Arc<Routed>)> {
+        let c = self.cursor[s];
+        let slot = self.slots[c % self.slots.len()].as_ref()?;
+        (slot.index == c).then_some(())?;
+        Some((c, slot.base?, Arc::clone(&slot.data)))
+    }
+
+    /// Shard `s` applied chunk `c`: whether every shard now has (its slot is free).
+    fn applied(&mut self, s: usize, c: usize) -> bool {
+        self.cursor[s] += 1;
+        self.busy[s] = false;
+        let n = self.slots.len();
+        let slot = &mut self.slots[c % n];
+        match slot {
+            Some(r) if r.index == c => {
+                r.left -= 1;
+                if r.left == 0 {
+                    *slot = None;
+                    return true;
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+}
+
+impl<'a, P: Split> ByRun<'a, P> {
+    fn route<'s>(&'s self, sc: &rayon::ScopeFifo<'s>, c: usize) {
+        let ch = self.chunks[c];
+        let routed = load(&self.file, self.path, ch, &self.pool)
+            .map(|b| route_chunk(b, ch.0, self.opts, self.shards.len()));
+        let mut g = lock(self.sched.lock());
+        match routed {
+            Ok(r) => g.routed(c, r),
+            Err(e) => {
+                g.failed.get_or_insert(e);
+                return;
+            }
+        }
+        self.dispatch(sc, &mut g);
+    }
+
+    fn apply<'s>(
+        &'s self,
+        sc: &rayon::ScopeFifo<'s>,
+        s: usize,
+        c: usize,
+        base: u64,
+        r: Arc<Routed>,
+    ) {
+        apply_chunk(&mut *lock(self.shards[s].lock()), s, base, &r);
+        drop(r);
+        let mut g = lock(self.sched.lock());
+        if g.applied(s, c) && g.failed.is_none() && g.next_route < self.chunks.len() {
+            let next = g.next_route;
+            g.next_route += 1;
+            sc.spawn_fifo(move |sc| self.route(sc, next));
+        }
+        self.dispatch(sc, &mut g);
+    }
+
+    /// Hands every idle shard its next chunk, if routed.
+    fn dispatch<'s>(&'s self, sc: &rayon::ScopeFifo<'s>, g: &mut Sched) {
+        if g.failed.is_some() {
+            return;
+        }
+        for s in 0..self.shards.len() {
+            if g.busy[s] {
+                continue;
+            }
+            if let Some((c, base, r)) = g.ready_for(s) {
+                g.busy[s] = true;
+                sc.spawn_fifo(move |sc| self.apply(sc, s, c, base, r));
+            }
+        }
+    }
 }
 
 /// Folds `chunks` through `p` a chunk at a time, on the current rayon pool: chunks are read
