@@ -261,19 +261,13 @@ pub fn families(state: &MetricState, scrape: Option<([u64; 11], f64)>) -> Vec<Me
                 continue;
             }
             let (lp, run) = (r.loop_label.as_str(), r.state.run_id.as_str());
-            if let Some(ts) = r.trace.last_ts {
+            if let Some(ts) = r.last_event() {
                 last.push(gauge(&["loop", "run"], &[lp, run], ts.0 as f64 / 1e3));
             }
-            let current = match r.trace.attempts.last() {
-                Some(a) => (!a.finished).then_some(a),
-                None => r.trace.steps.last(),
-            };
-            if let Some(a) = current
-                && let Some(ts) = a.started
-            {
+            if let Some((name, ts)) = r.open_phase() {
                 phase.push(gauge(
                     &["loop", "run", "phase"],
-                    &[lp, run, &a.name],
+                    &[lp, run, state.phase_label(lp, name)],
                     ts.0 as f64 / 1e3,
                 ));
             }

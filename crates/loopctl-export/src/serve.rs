@@ -153,9 +153,11 @@ fn follow(
         }
         let read = {
             let mut m = lock();
-            read_log(&mut m, &log, cfg.max_line, &mut |d| {
+            let read = read_log(&mut m, &log, cfg.max_line, &mut |d| {
                 ui.notice(&damage_text(&log.log, &d))
-            })
+            });
+            report_folds(&mut m, ui);
+            read
         };
         match read {
             Ok((source, feed)) => {
@@ -207,6 +209,7 @@ fn follow(
                     }
                 }
             }
+            report_folds(&mut m, ui);
         }
         if last_scan.elapsed() >= cfg.rescan {
             last_scan = Instant::now();
@@ -227,6 +230,13 @@ fn follow(
         follower.wait();
     }
     Ok(())
+}
+
+/// Loops and phases folded into `other` by the caps, named once.
+fn report_folds(m: &mut MetricState, ui: &dyn Ui) {
+    for n in m.take_notices() {
+        ui.notice(&n);
+    }
 }
 
 fn lock_paths(http: &Http) -> std::sync::MutexGuard<'_, HashMap<SourceId, PathBuf>> {
