@@ -863,6 +863,15 @@ impl MetricState {
         self.totals.get(key)
     }
 
+    /// Logs with a run whose log says `running`: the ones whose runner may be gone.
+    pub fn running_sources(&self) -> BTreeSet<SourceId> {
+        self.runs
+            .iter()
+            .filter(|(_, r)| r.state.status == Status::Running)
+            .map(|((s, _), _)| *s)
+            .collect()
+    }
+
     /// Loops with at least one run, for the `loopctl_runs` zeros.
     pub fn loops(&self) -> BTreeSet<&str> {
         self.runs.values().map(|r| r.loop_label.as_str()).collect()

@@ -80,8 +80,8 @@ struct Http {
     shared: Shared,
     registry: prometheus::Registry,
     ready: AtomicBool,
-    /// Folder (or file) path of each source, for `/api/runs`.
-    paths: Mutex<HashMap<SourceId, PathBuf>>,
+    /// Folder (or file) path of each source, for `/api/runs` and the runner probes.
+    paths: Arc<Mutex<HashMap<SourceId, PathBuf>>>,
 }
 
 fn damage_text(log: &std::path::Path, d: &Damage) -> String {
@@ -107,15 +107,30 @@ pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<(), Serv
         source,
     })?;
     let addr = listener.local_addr().unwrap_or(cfg.listen);
+    let paths: Arc<Mutex<HashMap<SourceId, PathBuf>>> = Arc::default();
+    let probe_paths = Arc::clone(&paths);
+    // Asked at each scrape for the logs with running runs only (bounded by the live runs).
+    let runner_gone: encode::RunnerGone = Arc::new(move |s| {
+        let path = probe_paths
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&s)
+            .cloned();
+        path.is_some_and(|p| {
+            let log = if p.is_dir() { p.join(LOG_NAME) } else { p };
+            crate::textfile::runner_gone(&log)
+        })
+    });
     let shared = Shared {
         state: Arc::new(Mutex::new(MetricState::new(cfg.options.clone()))),
         scrape_seconds: Some(Arc::new(Mutex::new(encode::ScrapeTimes::default()))),
+        runner_gone: Some(runner_gone),
     };
     let http = Arc::new(Http {
         registry: encode::registry(shared.clone()).map_err(ExportError::from)?,
         shared,
         ready: AtomicBool::new(false),
-        paths: Mutex::new(HashMap::new()),
+        paths,
     });
     ui.listening(addr);
     std::thread::scope(|sc| {

@@ -393,7 +393,7 @@ fn live_run_gauges_follow_running_runs_and_can_be_turned_off() {
 #[test]
 fn openmetrics_names_counters_without_total_and_ends_with_eof() {
     let m = state_of(&["native-clean"]);
-    let families = encode::families(&m, None);
+    let families = encode::families(&m, None, &Default::default());
     let om = encode::openmetrics(&families);
     assert!(om.ends_with("# EOF\n"));
     assert!(om.contains("# TYPE loopctl_runs_started counter\n"));

@@ -615,3 +615,91 @@ fn a_log_rewritten_from_its_start_is_read_anew() {
         Some(1.0)
     );
 }
+
+/// `export prometheus` with extra flags; (stdout, stderr).
+fn export_with(paths: &[&Path], flags: &[&str]) -> (String, String) {
+    let out = Command::new(cargo_bin("loopctl"))
+        .env("NO_COLOR", "1")
+        .args(["export", "prometheus"])
+        .args(flags)
+        .args(paths)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_running_run_whose_runner_lock_is_free_is_interrupted_in_export_and_serve() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("omega");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = "omega-20260101-000000";
+    append(
+        &dir.join("history.jsonl"),
+        &(event(1, run, "run_started", json!({})) + &event(2, run, "phase_started", json!({}))),
+    );
+    let running = r#"loopctl_runs{loop="omega",status="running"}"#;
+    let interrupted = r#"loopctl_runs{loop="omega",status="interrupted"}"#;
+    // No lock file (a log no runner writes): running.
+    let (text, _) = export_with(&[&dir], &[]);
+    assert_eq!(value(&text, running), Some(1.0), "{text}");
+    assert_eq!(value(&text, interrupted), Some(0.0), "{text}");
+    // The runner's lock, held: running, with its live series.
+    let lock = std::fs::File::create(dir.join(".history.jsonl.lock")).unwrap();
+    lock.lock().unwrap();
+    let (text, _) = export_with(&[&dir], &[]);
+    assert_eq!(value(&text, running), Some(1.0), "{text}");
+    let s = Server::start(&[&dir], &[]);
+    assert_eq!(value(&s.metrics(), running), Some(1.0));
+    // Released (the runner died): interrupted, and no live series for it.
+    lock.unlock().unwrap();
+    for text in [export_with(&[&dir], &[]).0, s.metrics()] {
+        assert_eq!(value(&text, running), Some(0.0), "{text}");
+        assert_eq!(value(&text, interrupted), Some(1.0), "{text}");
+        assert!(
+            !text.contains("loopctl_run_last_event_timestamp_seconds{"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn the_caps_and_the_stagnation_flags_reach_the_series() {
+    let paths = all_fixtures();
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let (text, err) = export_with(&refs, &["--max-loops", "3", "--max-phases", "1"]);
+    let loops: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("loopctl_runs_started_total{loop=\""))
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    assert_eq!(loops.len(), 4, "3 kept and other: {loops:?}");
+    assert!(loops.contains("other"), "{loops:?}");
+    assert!(text.contains("phase=\"other\""), "{text}");
+    let named = err
+        .lines()
+        .filter(|l| l.contains("folded into \"other\""))
+        .count();
+    assert!(named >= 2, "{err}");
+    // Each folded loop is named once.
+    let mut lines: Vec<&str> = err.lines().collect();
+    let all = lines.len();
+    lines.sort();
+    lines.dedup();
+    assert_eq!(lines.len(), all, "{err}");
+
+    let stag = [fixtures().join("stagnation")];
+    let stag: Vec<&Path> = stag.iter().map(PathBuf::as_path).collect();
+    let verdicts = |text: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with("loopctl_stagnation_verdicts_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert!(verdicts(&export_with(&stag, &[]).0) > 0.0);
+    assert_eq!(verdicts(&export_with(&stag, &["--limit", "50"]).0), 0.0);
+}

@@ -15,23 +15,11 @@ use super::*;
 
 /// Expressions that return no data on these logs, and why. Matched on a piece of the
 /// expression (or the alert name).
-const EMPTY_HERE: [(&str, &str); 3] = [
-    (
-        "status=\"interrupted\"",
-        "the exporter reports no `interrupted` runs: the fold cannot see a runner's lock, and \
-         serve does not probe them at scrape time yet (the fixtures' running runs are aif-loop \
-         logs, which no runner locks, so they would stay `running` anyway)",
-    ),
-    (
-        "LoopctlPhaseFailureRatioHigh",
-        "no loop here fails more than half of 4+ attempts of one phase within the hour",
-    ),
-    (
-        "LoopctlLoopKeepsFailing",
-        "checked below with 3 more failed runs: on the day's data every loop with a failed run \
-         also has a completed one, or fewer than 3 failures",
-    ),
-];
+const EMPTY_HERE: [(&str, &str); 1] = [(
+    "LoopctlLoopKeepsFailing",
+    "no loop has failed 3 times in the window without completing once; three more failed runs \
+     are appended at the end of the test, and then it must fire",
+)];
 
 #[derive(Default)]
 struct Captured {
@@ -54,33 +42,58 @@ fn copy_run(from: &Path, to: &Path) {
     std::fs::copy(from.join("history.jsonl"), to.join("history.jsonl")).expect("copy a log");
 }
 
-/// Two native runs written by the test, of loop `live-usage`: the logs of the fixtures and the
-/// corpus carry no cost and no cache tokens, so the first does (a Claude `result`-style usage
-/// payload) and completes; the second is left running in an open phase.
-fn usage_runs() -> String {
-    let line = |run: &str, seq: u64, event: &str, step: &str, payload: &str| {
-        format!(
-            "{{\"v\":1,\"seq\":{seq},\"ts\":\"2026-11-23T00:00:{:02}.000Z\",\"run_id\":\"{run}\",\"event\":\"{event}\",\"step\":\"{step}\",\"iteration\":1,\"payload\":{payload}}}\n",
-            seq % 60
-        )
-    };
-    let (done, open) = ("live-usage-20261123-000000", "live-usage-20261123-000100");
-    [
-        line(done, 1, "run_started", "", "{\"max_iterations\":2}"),
-        line(done, 2, "phase_started", "build", "{}"),
-        line(
-            done,
-            3,
+fn native(run: &str, seq: u64, event: &str, step: &str, payload: &str) -> String {
+    format!(
+        "{{\"v\":1,\"seq\":{seq},\"ts\":\"2026-11-23T00:00:{:02}.000Z\",\"run_id\":\"{run}\",\"event\":\"{event}\",\"step\":\"{step}\",\"iteration\":1,\"payload\":{payload}}}\n",
+        seq % 60
+    )
+}
+
+/// A completed run of loop `live-usage`, written by the test: the logs of the fixtures and the
+/// corpus carry no cost and no cache tokens, so this one does (a Claude `result`-style usage
+/// payload); its `test` phase fails `failures` times first.
+fn usage_run(run: &str, failures: u64) -> String {
+    let mut out = native(run, 1, "run_started", "", "{\"max_iterations\":2}");
+    let mut seq = 2;
+    for _ in 0..failures {
+        out += &native(run, seq, "phase_started", "test", "{}");
+        out += &native(
+            run,
+            seq + 1,
             "phase_finished",
-            "build",
-            "{\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":1200,\"output_tokens\":300,\"cache_read_input_tokens\":900,\"cache_creation_input_tokens\":100},\"total_cost_usd\":0.42}",
-        ),
-        line(done, 4, "evaluation_done", "", "{\"score\":0.93,\"passed\":true}"),
-        line(done, 5, "stopped", "", "{\"reason\":\"threshold_reached\"}"),
-        line(open, 1, "run_started", "", "{\"max_iterations\":2}"),
-        line(open, 2, "phase_started", "build", "{}"),
-    ]
-    .concat()
+            "test",
+            "{\"stop_reason\":\"error\"}",
+        );
+        seq += 2;
+    }
+    out += &native(run, seq, "phase_started", "build", "{}");
+    out += &native(
+        run,
+        seq + 1,
+        "phase_finished",
+        "build",
+        "{\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":1200,\"output_tokens\":300,\"cache_read_input_tokens\":900,\"cache_creation_input_tokens\":100},\"total_cost_usd\":0.42}",
+    );
+    out += &native(
+        run,
+        seq + 2,
+        "evaluation_done",
+        "",
+        "{\"score\":0.93,\"passed\":true}",
+    );
+    out + &native(
+        run,
+        seq + 3,
+        "stopped",
+        "",
+        "{\"reason\":\"threshold_reached\"}",
+    )
+}
+
+/// A run of loop `live-usage` left in an open phase.
+fn open_run(run: &str) -> String {
+    native(run, 1, "run_started", "", "{\"max_iterations\":2}")
+        + &native(run, 2, "phase_started", "build", "{}")
 }
 
 /// Runs `expr`; the values of its result, or why the query failed.
@@ -176,7 +189,17 @@ fn every_expression_returns_data_from_prometheus_scraping_serve_over_fixtures_an
         copy_run(f, &root.join(format!("{name}-again")));
     }
     std::fs::create_dir_all(root.join("live-usage")).expect("dir");
-    std::fs::write(root.join("live-usage/history.jsonl"), usage_runs()).expect("write");
+    let usage =
+        usage_run("live-usage-20261123-000000", 1) + &open_run("live-usage-20261123-000100");
+    std::fs::write(root.join("live-usage/history.jsonl"), usage).expect("write");
+    // A run whose runner died: its lock file is there, and free.
+    std::fs::create_dir_all(root.join("live-usage-lost")).expect("dir");
+    std::fs::write(
+        root.join("live-usage-lost/history.jsonl"),
+        open_run("live-usage-20261123-000300"),
+    )
+    .expect("write");
+    std::fs::write(root.join("live-usage-lost/.history.jsonl.lock"), "").expect("lock file");
     let torn = root.join("healthy-native/history.jsonl");
     let mut f = std::fs::OpenOptions::new()
         .append(true)
@@ -191,11 +214,8 @@ fn every_expression_returns_data_from_prometheus_scraping_serve_over_fixtures_an
         |v| v > 0.0,
     );
     // Another run of the loop completes in the same log: its counters move after they appeared.
-    let again = usage_runs()
-        .lines()
-        .take(5)
-        .map(|l| l.replace("000000", "000200") + "\n")
-        .collect::<String>();
+    // Its `test` phase fails 5 times in a row.
+    let again = usage_run("live-usage-20261123-000200", 5);
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .open(root.join("live-usage/history.jsonl"))

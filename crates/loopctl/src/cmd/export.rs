@@ -88,7 +88,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     for n in state.take_notices() {
         output::note(&n);
     }
-    let text = textfile::render(state)?;
+    let text = textfile::render_probing(state, &logs)?;
     match &a.textfile {
         Some(p) => textfile::write_atomic(p, &text)?,
         None => output::print(&text),
