@@ -14,7 +14,7 @@
 //! about the lines, and nothing here does I/O. `feed::Feed` is the line-level driver used until
 //! then (decode, damaged lines, torn tails).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use loopctl_core::analysis::stagnation::{self, Detector};
 use loopctl_core::fold::replay::{FindingKind, seq_step};
@@ -22,7 +22,10 @@ use loopctl_core::fold::run_state::{RunState, Status, apply_mut};
 use loopctl_core::fold::trace::{Attempt, Trace};
 use loopctl_core::{Event, Kind, Ts};
 
+mod caps;
 mod labels;
+
+use caps::Caps;
 
 pub use labels::finding_label;
 use labels::{
@@ -308,8 +311,6 @@ pub struct Options {
 
 /// The label value that capped labels fold into.
 pub const OTHER: &str = "other";
-/// Folded names reported (each once) before the model stops naming them.
-const MAX_NAMED: usize = 100;
 
 impl Default for Options {
     fn default() -> Self {
@@ -409,84 +410,12 @@ pub struct MetricState {
     caps: Caps,
 }
 
-/// The labels that grow with the logs (`loop`, `phase`), capped: the first values seen are
-/// kept, later ones fold into `other`. Kept values stay kept (a label a series was filed under
-/// is the one it is taken back from).
-#[derive(Debug, Clone, Default)]
-struct Caps {
-    loops: HashSet<String>,
-    phases: HashMap<String, HashSet<String>>,
-    /// What was folded, each named once (up to `MAX_NAMED`).
-    named: HashSet<String>,
-    notices: Vec<String>,
-}
-
-impl Caps {
-    fn fold(&mut self, what: String, why: String) {
-        if self.named.len() < MAX_NAMED && self.named.insert(what.clone()) {
-            self.notices
-                .push(format!("{what} folded into \"{OTHER}\": {why}"));
-            if self.named.len() == MAX_NAMED {
-                self.notices.push(format!(
-                    "further values folded into \"{OTHER}\" are not named ({MAX_NAMED} were)"
-                ));
-            }
-        }
-    }
-}
-
 impl MetricState {
     pub fn new(options: Options) -> MetricState {
         MetricState {
             options,
             ..MetricState::default()
         }
-    }
-
-    /// `label` if it is a kept loop or there is room for it, else `other` (`max_loops`).
-    fn admit_loop(&mut self, label: String) -> String {
-        let caps = &mut self.caps;
-        if label == OTHER || caps.loops.contains(&label) {
-            return label;
-        }
-        if caps.loops.len() < self.options.max_loops {
-            caps.loops.insert(label.clone());
-            return label;
-        }
-        let why = format!("more than {} loops (--max-loops)", self.options.max_loops);
-        caps.fold(format!("loop {label:?}"), why);
-        OTHER.to_string()
-    }
-
-    /// `phase` if it is a kept phase of `lp` or there is room for it, else `other`
-    /// (`max_phases`).
-    fn admit_phase(&mut self, lp: &str, phase: &str) -> String {
-        let max = self.options.max_phases;
-        let kept = self.caps.phases.entry(lp.to_string()).or_default();
-        if phase == OTHER || kept.contains(phase) {
-            return phase.to_string();
-        }
-        if kept.len() < max {
-            kept.insert(phase.to_string());
-            return phase.to_string();
-        }
-        let why = format!("loop {lp:?} has more than {max} phases (--max-phases)");
-        self.caps
-            .fold(format!("phase {phase:?} of loop {lp:?}"), why);
-        OTHER.to_string()
-    }
-
-    /// The `phase` label of `phase` in loop `lp` as it stands (for the live-run gauges).
-    pub fn phase_label<'a>(&self, lp: &str, phase: &'a str) -> &'a str {
-        match self.caps.phases.get(lp) {
-            Some(k) if !k.contains(phase) && k.len() >= self.options.max_phases => OTHER,
-            _ => phase,
-        }
-    }
-
-    /// What was folded into `other` since the last call, to report once (stderr).
-    pub fn take_notices(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.caps.notices)
     }
 
     /// Registers a log; `name` is its folder's name or its file stem (the `loop` label of runs
