@@ -703,3 +703,49 @@ fn the_caps_and_the_stagnation_flags_reach_the_series() {
     assert!(verdicts(&export_with(&stag, &[]).0) > 0.0);
     assert_eq!(verdicts(&export_with(&stag, &["--limit", "50"]).0), 0.0);
 }
+
+/// The compose stack's `loopctl` service runs as written: its `command` (a JSON-style flow
+/// sequence in docker-compose.yml) is a `serve` invocation that starts and answers, with the
+/// container's `/runs` mount and listen address swapped for a folder and a free loopback port.
+#[test]
+fn the_compose_stacks_serve_command_starts_and_answers() {
+    let compose =
+        std::fs::read_to_string(loopctl_tests::repo().join("dashboards/docker-compose.yml"))
+            .unwrap();
+    let line = compose
+        .lines()
+        .find(|l| l.trim_start().starts_with("command: [\"serve\""))
+        .expect("the loopctl service's command");
+    let args: Vec<String> = serde_json::from_str(line.trim_start()["command:".len()..].trim())
+        .expect("command as a flow sequence");
+    assert_eq!(args[0], "serve", "{args:?}");
+    assert!(
+        args.contains(&"/runs".to_string()),
+        "serves the mount: {args:?}"
+    );
+    let listen = args.iter().position(|a| a == "--listen").expect("--listen");
+    assert!(args[listen + 1].ends_with(":9477"), "{args:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    std::fs::create_dir_all(runs.join("native-clean")).unwrap();
+    std::fs::copy(
+        fixtures().join("native-clean/history.jsonl"),
+        runs.join("native-clean/history.jsonl"),
+    )
+    .unwrap();
+    let rest: Vec<String> = args[1..]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != listen - 1 && *i != listen)
+        .map(|(_, a)| a.replace("/runs", &runs.to_string_lossy()))
+        .collect();
+    let paths: Vec<PathBuf> = rest.iter().map(PathBuf::from).collect();
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let s = Server::start(&refs, &[]);
+    let m = s.metrics();
+    assert_eq!(
+        value(&m, r#"loopctl_runs_started_total{loop="native-clean"}"#),
+        Some(1.0),
+        "{m}"
+    );
+}
