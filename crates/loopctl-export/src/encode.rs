@@ -194,8 +194,8 @@ pub fn families(
 ) -> Vec<MetricFamily> {
     let series = state.series();
     let mut interrupted: BTreeMap<&str, f64> = BTreeMap::new();
-    for (source, r) in state.runs() {
-        if r.state.status == Status::Running && gone.contains(&source) {
+    for (source, r) in state.running_runs() {
+        if gone.contains(&source) {
             *interrupted.entry(r.loop_label.as_str()).or_default() += 1.0;
         }
     }
@@ -289,8 +289,8 @@ pub fn families(
     }
     if state.options.per_run_series {
         let (mut last, mut phase) = (Vec::new(), Vec::new());
-        for (source, r) in state.runs() {
-            if r.state.status != Status::Running || gone.contains(&source) {
+        for (source, r) in state.running_runs() {
+            if gone.contains(&source) {
                 continue;
             }
             let (lp, run) = (r.loop_label.as_str(), r.state.run_id.as_str());

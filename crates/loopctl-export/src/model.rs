@@ -405,6 +405,8 @@ pub struct MetricState {
     pub options: Options,
     sources: Vec<Option<SourceState>>,
     runs: BTreeMap<(SourceId, String), RunMetrics>,
+    /// The keys of `runs` whose log says running: a scrape reads these, not every run.
+    running: BTreeSet<(SourceId, String)>,
     /// Full label values (with `loop`) to value.
     totals: HashMap<SeriesKey, Val>,
     caps: Caps,
@@ -437,6 +439,7 @@ impl MetricState {
             bump(&mut self.totals, key.clone(), val, -1);
         }
         for run in &src.runs {
+            self.running.remove(&(source, run.clone()));
             if let Some(r) = self.runs.remove(&(source, run.clone())) {
                 for (key, val) in &r.contribution.0 {
                     bump(&mut self.totals, full_key(key, &r.loop_label), val, -1);
@@ -531,6 +534,11 @@ impl MetricState {
                 self.add(&mut run, (Metric::RunsStarted, vec![]), Delta::Count(1));
             }
             self.fold(&mut run, ev, step.keep, &name);
+        }
+        if run.state.status == Status::Running {
+            self.running.insert(key.clone());
+        } else {
+            self.running.remove(&key);
         }
         self.runs.insert(key, run);
     }
@@ -794,16 +802,24 @@ impl MetricState {
 
     /// Logs with a run whose log says `running`: the ones whose runner may be gone.
     pub fn running_sources(&self) -> BTreeSet<SourceId> {
-        self.runs
+        self.running.iter().map(|(s, _)| *s).collect()
+    }
+
+    /// The runs whose log says running (O(running runs), for the live-run gauges).
+    pub fn running_runs(&self) -> impl Iterator<Item = (SourceId, &RunMetrics)> {
+        self.running
             .iter()
-            .filter(|(_, r)| r.state.status == Status::Running)
-            .map(|((s, _), _)| *s)
-            .collect()
+            .filter_map(|k| self.runs.get(k).map(|r| (k.0, r)))
     }
 
     /// Loops with at least one run, for the `loopctl_runs` zeros.
     pub fn loops(&self) -> BTreeSet<&str> {
-        self.runs.values().map(|r| r.loop_label.as_str()).collect()
+        // Every run adds 1 to `loopctl_runs` under its loop: read off the series, O(series).
+        self.totals
+            .keys()
+            .filter(|k| k.0 == Metric::Runs)
+            .filter_map(|k| k.1.first().map(String::as_str))
+            .collect()
     }
 }
 
