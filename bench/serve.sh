@@ -72,17 +72,18 @@ now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 rss_mib() { awk -v k="$2:" '$1==k {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 
-# Starts serve on "$@"; sets SERVER and PORT; prints the seconds to the first /healthz 200.
+# Starts serve on "$@" (not in a subshell: it sets SERVER and PORT); STARTUP is the seconds
+# from launch to the first /healthz 200.
 start_serve() {
   PORT=$(free_port)
   local t0; t0=$(now)
-  "$LOOPCTL" serve --listen "127.0.0.1:$PORT" --poll 100ms --rescan 2s "$@" 2>"$WORK/serve.err" &
+  "$LOOPCTL" serve --listen "127.0.0.1:$PORT" "$@" >/dev/null 2>"$WORK/serve.err" &
   SERVER=$!
   until curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1; do
     kill -0 "$SERVER" 2>/dev/null || { cat "$WORK/serve.err" >&2; exit 1; }
-    sleep 0.02
+    sleep 0.01
   done
-  echo "$(now) - $t0" | bc -l
+  STARTUP=$(echo "$(now) - $t0" | bc -l)
 }
 stop_serve() { kill "$SERVER"; wait "$SERVER" 2>/dev/null || true; SERVER=; }
 
@@ -93,14 +94,15 @@ time_list() {
 }
 
 say "warming the page cache"
-cat "$DIR"/*/history.jsonl >/dev/null
+find "$DIR" -name history.jsonl -exec cat {} + >/dev/null
 [ -f "$BIG" ] && cat "$BIG" >/dev/null
 
 startup_row() { # label path
   local list=() serve=() rss="" hwm=""
   for _ in $(seq "$RUNS"); do
     list+=("$(time_list "$2")")
-    serve+=("$(start_serve "$2")")
+    start_serve "$2"
+    serve+=("$STARTUP")
     rss=$(rss_mib "$SERVER" VmRSS); hwm=$(rss_mib "$SERVER" VmHWM)
     stop_serve
   done
@@ -110,11 +112,11 @@ startup_row() { # label path
 }
 
 say "start-up ($RUNS runs each)"
-STARTUP="| input | list --json s | serve to /healthz s | ratio | RSS MiB | peak RSS MiB |
+TABLE="| input | list --json s | serve to /healthz s | ratio | RSS MiB | peak RSS MiB |
 |---|---|---|---|---|---|
 $(startup_row "dir10k (10,000 run folders, $(du -sm "$DIR" | cut -f1) MB)" "$DIR")"
 if [ -f "$BIG" ]; then
-  STARTUP+="
+  TABLE+="
 $(startup_row "big70.jsonl (one merged log, $(($(stat -c %s "$BIG") / 1000000)) MB)" "$BIG")"
 fi
 
@@ -122,7 +124,7 @@ say "scrapes under appends: a copy of dir10k with $LIVE live runs"
 COPY=$WORK/dir10k
 mkdir -p "$COPY"
 cp -r "$DIR"/. "$COPY"/
-start_serve "$COPY" >/dev/null
+start_serve "$COPY"
 RSS_START=$(rss_mib "$SERVER" VmRSS)
 python3 - "$COPY" "$PORT" "$SCRAPES" "$RATE" "$LIVE" "$SERVER" >"$WORK/scrape.txt" <<'EOF'
 import json, os, sys, threading, time, http.client
@@ -207,14 +209,17 @@ if [ "$SKIP_NODE" = 0 ] && [ -n "$NODE_EXPORTER" ]; then
   kill "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
   grep '^loopctl_' "$WORK/textfile/loopctl.prom" | sort >"$WORK/a"
   grep '^loopctl_' "$WORK/node.txt" | sort >"$WORK/b"
-  # node_exporter re-prints the values in Go's float format: compare them as numbers.
+  # node_exporter sorts the labels and re-prints values in Go's float format: compare the
+  # label sets as sets and the values as numbers.
   SAME=$(python3 - "$WORK/a" "$WORK/b" <<'EOF'
-import sys
+import re, sys
 def rows(p):
     out = {}
     for l in open(p):
         k, v = l.rstrip("\n").rsplit(" ", 1)
-        out[k] = float(v)
+        name = k.split("{", 1)[0]
+        labels = tuple(sorted(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', k)))
+        out[(name, labels)] = float(v)
     return out
 a, b = rows(sys.argv[1]), rows(sys.argv[2])
 diff = [k for k in a.keys() | b.keys() if a.get(k) != b.get(k)]
@@ -239,7 +244,7 @@ cat <<EOF
 $(nproc) cores, \`$("$LOOPCTL" --version)\`. Start-up: launch to the first \`200\` on \`/healthz\`
 (the replay done), median of $RUNS, page cache warm; \`list --json\` on the same input.
 
-$STARTUP
+$TABLE
 
 Scrapes: a copy of dir10k plus $LIVE live run folders receiving events at $RATE/s
 ($APPENDED appended, $ARATE/s achieved), $N sequential \`GET /metrics\` ($BYTES bytes each):

@@ -14,7 +14,9 @@
 //! about the lines, and nothing here does I/O. `feed::Feed` is the line-level driver used until
 //! then (decode, damaged lines, torn tails).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use loopctl_core::analysis::stagnation::{self, Detector};
 use loopctl_core::fold::replay::{FindingKind, seq_step};
@@ -29,7 +31,8 @@ use caps::Caps;
 
 pub use labels::finding_label;
 use labels::{
-    event_label, exit_reason_label, kind_label, loop_label, stop_reason_label, usage_extras,
+    event_label, exit_reason_label, kind_label, loop_label, loop_label_ref, stop_reason_label,
+    usage_extras,
 };
 
 /// Every series loopctl exports. `docs/metrics.md` documents them.
@@ -335,6 +338,8 @@ pub struct RunMetrics {
     pub state: RunState,
     /// The `loop` label the run's contribution is filed under.
     pub loop_label: String,
+    /// The label before the `--max-loops` cap (`loop_label` is it, or `other`).
+    raw_label: String,
     contribution: Contribution,
     /// `None` once the run has ended; a fresh one if it starts again.
     live: Option<Box<Live>>,
@@ -496,9 +501,12 @@ impl MetricState {
         let Some(Some(src)) = self.sources.get_mut(source) else {
             return;
         };
-        let run_id = ev.run_id.as_deref().unwrap_or(&src.name).to_string();
-        let name = src.name.clone();
-        src.runs.insert(run_id.clone());
+        let run_id = ev.run_id.as_deref().unwrap_or(&src.name);
+        if !src.runs.contains(run_id) {
+            src.runs.insert(run_id.to_string());
+        }
+        let key = (source, run_id.to_string());
+        let name = std::mem::take(&mut src.name);
         self.bump_source(
             source,
             (
@@ -507,20 +515,24 @@ impl MetricState {
             ),
             Delta::Count(1),
         );
-        let key = (source, run_id);
-        let mut run = match self.runs.remove(&key) {
+        // Out of `self` while it folds (no remove and insert per event); nothing below reads
+        // `self.runs`.
+        let mut runs = std::mem::take(&mut self.runs);
+        let run = match runs.get_mut(&key) {
             Some(r) => r,
             None => {
                 let state = RunState::new(&key.1);
+                let raw = loop_label(&state, &name);
                 let mut r = RunMetrics {
-                    loop_label: self.admit_loop(loop_label(&state, &name)),
+                    loop_label: self.admit_loop(raw.clone()),
+                    raw_label: raw,
                     state,
                     contribution: Contribution::default(),
                     live: Some(Box::default()),
                 };
                 self.add(&mut r, (Metric::RunsStarted, vec![]), Delta::Count(1));
                 self.add(&mut r, runs_key(Status::Running), Delta::Count(1));
-                r
+                runs.entry(key.clone()).or_insert(r)
             }
         };
         let step = seq_step(run.state.events, run.state.last_seq, ev.seq);
@@ -531,16 +543,22 @@ impl MetricState {
             if ev.kind == Kind::RunStarted && run.state.loop_started {
                 // A restart (a run is counted once when it first appears, whatever its first
                 // event; a later first `run_started` is that same start).
-                self.add(&mut run, (Metric::RunsStarted, vec![]), Delta::Count(1));
+                self.add(run, (Metric::RunsStarted, vec![]), Delta::Count(1));
             }
-            self.fold(&mut run, ev, step.keep, &name);
+            self.fold(run, ev, step.keep, &name);
         }
-        if run.state.status == Status::Running {
-            self.running.insert(key.clone());
-        } else {
-            self.running.remove(&key);
+        let running = run.state.status == Status::Running;
+        self.runs = runs;
+        if running != self.running.contains(&key) {
+            if running {
+                self.running.insert(key);
+            } else {
+                self.running.remove(&key);
+            }
         }
-        self.runs.insert(key, run);
+        if let Some(Some(src)) = self.sources.get_mut(source) {
+            src.name = name;
+        }
     }
 
     fn add(&mut self, run: &mut RunMetrics, key: SeriesKey, d: Delta) {
@@ -566,7 +584,14 @@ impl MetricState {
         if let Some(l) = live.as_deref_mut() {
             l.trace.apply(ev);
         }
-        let label = self.admit_loop(loop_label(&run.state, source));
+        // Admitted again only when what the label is made of changed (admission is monotonic).
+        let raw = loop_label_ref(&run.state, source);
+        let label = if raw == run.raw_label {
+            run.loop_label.clone()
+        } else {
+            run.raw_label = raw.to_string();
+            self.admit_loop(run.raw_label.clone())
+        };
         if label != run.loop_label {
             for (key, val) in &run.contribution.0 {
                 bump(&mut self.totals, full_key(key, &run.loop_label), val, -1);

@@ -1,7 +1,7 @@
 //! The caps on the labels that grow with the logs (`loop`, `phase`): the first values seen are
 //! kept, later ones fold into `other` and are named once.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::{MetricState, OTHER};
 

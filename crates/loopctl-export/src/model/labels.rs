@@ -72,10 +72,14 @@ pub(super) fn kind_label(a: &Attempt) -> String {
 /// `task_alias`), else the log's own name (its folder, or its file stem), so that bare ids
 /// (Avenor's, session ids) never become label values.
 pub(super) fn loop_label(s: &RunState, source: &str) -> String {
+    loop_label_ref(s, source).to_string()
+}
+
+pub(super) fn loop_label_ref<'a>(s: &'a RunState, source: &'a str) -> &'a str {
     if s.task_alias != s.run_id || source.is_empty() {
-        s.task_alias.clone()
+        &s.task_alias
     } else {
-        source.to_string()
+        source
     }
 }
 
