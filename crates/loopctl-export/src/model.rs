@@ -353,10 +353,8 @@ struct Live {
     attempts_seen: usize,
     /// Observed attempts past `attempts_seen` (phases that finished out of order).
     finished_beyond: BTreeSet<usize>,
-    /// Derived steps observed (while the log has no explicit attempts); the last one may still
-    /// grow, and is observed with the values noted here.
+    /// Derived steps observed (while the log has no explicit attempts): the ones over.
     steps_seen: usize,
-    last_step: Option<PhaseObs>,
     evaluations_seen: usize,
     retries_seen: usize,
     detectors: BTreeSet<Detector>,
@@ -627,7 +625,7 @@ impl MetricState {
             }
         }
         if let Some(l) = live.as_deref_mut() {
-            self.observe_live(run, l, ev);
+            self.observe_live(run, l, ev, after != Status::Running);
         }
         if after != before {
             self.add(run, runs_key(before), Delta::Count(-1));
@@ -643,8 +641,8 @@ impl MetricState {
     }
 
     /// What a running run's trace adds after an event: phases, evaluations, retries, verdicts.
-    fn observe_live(&mut self, run: &mut RunMetrics, l: &mut Live, ev: &Event<'_>) {
-        self.observe_phases(run, l, ev);
+    fn observe_live(&mut self, run: &mut RunMetrics, l: &mut Live, ev: &Event<'_>, ending: bool) {
+        self.observe_phases(run, l, ev, ending);
         while l.evaluations_seen < l.trace.evaluations.len() {
             let e = &l.trace.evaluations[l.evaluations_seen];
             let result = match e.passed {
@@ -732,42 +730,30 @@ impl MetricState {
 
     /// Observes finished explicit attempts once each; while the log has none, the derived
     /// aif-loop steps instead (the last one again each time it grows).
-    fn observe_phases(&mut self, run: &mut RunMetrics, l: &mut Live, ev: &Event<'_>) {
+    fn observe_phases(&mut self, run: &mut RunMetrics, l: &mut Live, ev: &Event<'_>, ending: bool) {
         if l.trace.attempts.is_empty() {
+            // A derived step is observed once it is over (its last event is known): a later
+            // step began, or the run ended. Observing it at each event as it grows would take
+            // it back and add it again every time.
             let steps = l.trace.steps.len();
-            if l.steps_seen > 0 {
-                let now = attempt_obs(&l.trace.steps[l.steps_seen - 1]);
-                if now != l.last_step {
-                    if let Some(o) = l.last_step.take() {
-                        self.phase_obs(run, &o, -1);
-                    }
-                    if let Some(o) = &now {
-                        self.phase_obs(run, o, 1);
-                    }
-                    l.last_step = now;
+            let over = if ending {
+                steps
+            } else {
+                steps.saturating_sub(1)
+            };
+            for i in l.steps_seen..over {
+                if let Some(o) = attempt_obs(&l.trace.steps[i]) {
+                    self.phase_obs(run, &o, 1);
                 }
             }
-            for i in l.steps_seen..steps {
-                let obs = attempt_obs(&l.trace.steps[i]);
-                if let Some(o) = &obs {
-                    self.phase_obs(run, o, 1);
-                }
-                l.last_step = obs;
-            }
-            l.steps_seen = steps;
+            l.steps_seen = l.steps_seen.max(over);
             return;
         }
         if l.steps_seen > 0 {
-            // Explicit attempts win over derived steps (`Trace::phases`): take the steps back.
-            let n = l.steps_seen;
-            let last = l.last_step.take();
-            for i in 0..n {
-                let obs = if i + 1 == n {
-                    last.clone()
-                } else {
-                    attempt_obs(&l.trace.steps[i])
-                };
-                if let Some(o) = obs {
+            // Explicit attempts win over derived steps (`Trace::phases`): take the steps back
+            // (an observed step no longer changes).
+            for i in 0..l.steps_seen {
+                if let Some(o) = attempt_obs(&l.trace.steps[i]) {
                     self.phase_obs(run, &o, -1);
                 }
             }

@@ -645,3 +645,37 @@ fn stagnation_verdicts_follow_the_given_settings() {
     };
     assert_eq!(verdicts(lenient), 0.0);
 }
+
+#[test]
+fn an_aif_loop_step_is_observed_once_when_it_is_over() {
+    let mut m = MetricState::new(Options::default());
+    let s = m.add_source("a");
+    let line = |ts: &str, step: &str, event: &str| {
+        format!(
+            r#"{{"ts":"2026-03-01T10:{ts}Z","run_id":"a-20260301-100000","iteration":1,"phase":"A","step":"{step}","event":"{event}","status":"ok","payload":{{}}}}"#
+        )
+    };
+    let plan = [
+        line("00:00", "PLAN", "run_started"),
+        line("00:10", "PLAN", "plan_created"),
+        line("00:30", "PLAN", "plan_created"),
+    ];
+    let refs: Vec<&str> = plan.iter().map(String::as_str).collect();
+    apply_lines(&mut m, s, &refs);
+    // PLAN is still growing: not observed yet.
+    assert_eq!(total(&m, Metric::Phases, &["a"]), 0.0);
+    apply_lines(&mut m, s, &[&line("01:30", "PRODUCE", "artifact_created")]);
+    // Over: observed once, with its whole duration; PRODUCE is open.
+    assert_eq!(count(&m, Metric::Phases, &["a", "PLAN", "end_turn"]), 1.0);
+    assert_eq!(total(&m, Metric::Phases, &["a"]), 1.0);
+    let (n, secs) = hist(&m, Metric::PhaseDuration, &["a", "PLAN", "step"]);
+    assert_eq!(n, 1);
+    assert!(secs >= 30.0, "{secs}");
+    // The run's end closes the last step.
+    apply_lines(&mut m, s, &[&line("02:00", "DONE", "stopped")]);
+    assert_eq!(
+        count(&m, Metric::Phases, &["a", "PRODUCE", "end_turn"]),
+        1.0
+    );
+    assert_eq!(count(&m, Metric::Phases, &["a", "DONE", "end_turn"]), 1.0);
+}
