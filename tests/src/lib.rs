@@ -9,11 +9,20 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// `../shared` beside the repository, when present. Under `CI=true` a missing `../shared` is a
+/// Where the shared corpus is looked for: `$LOOPCTL_SHARED` when set (a checkout elsewhere, such
+/// as a git worktree), else `../shared` beside the repository.
+pub fn shared_dir() -> PathBuf {
+    match std::env::var_os("LOOPCTL_SHARED") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => repo().join("../shared"),
+    }
+}
+
+/// `../shared` beside the repository (or `$LOOPCTL_SHARED`), when present. Under `CI=true` a missing `../shared` is a
 /// failure (CI always has it); elsewhere the test is skipped with a notice, since a user's clone
 /// has no `../shared`.
 pub fn shared(what: &str) -> Option<PathBuf> {
-    let p = repo().join("../shared");
+    let p = shared_dir();
     if p.is_dir() {
         return Some(p);
     }

@@ -2,8 +2,9 @@
 //! the Grafana dashboards and alert rules, the sample scrape, and every panel and alert
 //! expression run through a real `promtool` and a real Prometheus fed the sample scrape.
 //!
-//! The exporter (`loopctl serve`) is not built yet: `dashboards/testdata/sample.prom` stands in
-//! for its scrape. When it exists, its real scrape replaces the sample here.
+//! `dashboards/testdata/sample.prom` is a hand-written bad day on which every alert holds; the
+//! `live` module runs the same expressions on the real exporter's scrape of the fixtures and
+//! the corpus.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -16,6 +17,9 @@ use std::time::{Duration, Instant};
 
 use loopctl_tests::repo;
 use serde_json::Value;
+
+#[path = "dashboards/live.rs"]
+mod live;
 
 const DASHBOARDS: [&str; 2] = ["loopctl-overview.json", "loopctl-loop.json"];
 /// Grafana's built-in panel types the dashboards may use (no plugin to install).

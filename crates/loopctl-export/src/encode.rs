@@ -1,6 +1,7 @@
 //! The edge: `MetricState` as Prometheus metric families, gathered through a `Registry` (which
 //! checks names and label sets) and written as text format 0.0.4 or OpenMetrics 1.0.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
@@ -11,7 +12,7 @@ use prometheus::proto::{
 };
 use prometheus::{Encoder, Registry, TextEncoder};
 
-use crate::model::{Metric, MetricState, Type, Val, finding_label};
+use crate::model::{Metric, MetricState, SourceId, Type, Val, finding_label};
 use loopctl_core::fold::replay::FindingKind;
 
 const FINDING_KINDS: [FindingKind; 6] = [
@@ -52,6 +53,8 @@ pub const OPENMETRICS_CONTENT_TYPE: &str =
 const LAST_EVENT: &str = "loopctl_run_last_event_timestamp_seconds";
 const PHASE_STARTED: &str = "loopctl_run_phase_started_timestamp_seconds";
 const BUILD_INFO: &str = "loopctl_build_info";
+/// A run whose log says running and whose runner is gone (docs/runner.md, "Run states").
+const INTERRUPTED: &str = "interrupted";
 pub const SCRAPE_DURATION: &str = "loopctl_scrape_duration_seconds";
 
 #[derive(Debug, thiserror::Error)]
@@ -60,12 +63,18 @@ pub enum EncodeError {
     Prometheus(#[from] prometheus::Error),
 }
 
+/// Whether the runner of a log's running runs is gone (its lock is free): asked at each gather
+/// for the logs with running runs, which are then `interrupted`.
+pub type RunnerGone = Arc<dyn Fn(SourceId) -> bool + Send + Sync>;
+
 /// Shared state and the server's own figures, seen by the collector at each gather.
 #[derive(Clone)]
 pub struct Shared {
     pub state: Arc<Mutex<MetricState>>,
     /// The scrapes' durations; `None` outside `serve`.
     pub scrape_seconds: Option<Arc<Mutex<ScrapeTimes>>>,
+    /// `None`: no run is found interrupted.
+    pub runner_gone: Option<RunnerGone>,
 }
 
 struct StateCollector {
@@ -128,7 +137,15 @@ impl Collector for StateCollector {
             let t = s.lock().unwrap_or_else(|e| e.into_inner());
             (t.buckets, t.sum)
         });
-        families(&state, scrape)
+        let gone = match &self.shared.runner_gone {
+            Some(f) => state
+                .running_sources()
+                .into_iter()
+                .filter(|s| f(*s))
+                .collect(),
+            None => BTreeSet::new(),
+        };
+        families(&state, scrape, &gone)
     }
 }
 
@@ -168,9 +185,20 @@ fn gauge(names: &[&str], values: &[&str], v: f64) -> Sample {
     s
 }
 
-/// Every family, in a fixed order; families without samples are left out.
-pub fn families(state: &MetricState, scrape: Option<([u64; 11], f64)>) -> Vec<MetricFamily> {
+/// Every family, in a fixed order; families without samples are left out. The running runs of
+/// the logs in `gone` (their runner's lock is free) are `interrupted`, without live series.
+pub fn families(
+    state: &MetricState,
+    scrape: Option<([u64; 11], f64)>,
+    gone: &BTreeSet<SourceId>,
+) -> Vec<MetricFamily> {
     let series = state.series();
+    let mut interrupted: BTreeMap<&str, f64> = BTreeMap::new();
+    for (source, r) in state.running_runs() {
+        if gone.contains(&source) {
+            *interrupted.entry(r.loop_label.as_str()).or_default() += 1.0;
+        }
+    }
     let mut out = Vec::new();
     for m in Metric::ALL {
         let names = m.labels();
@@ -178,6 +206,7 @@ pub fn families(state: &MetricState, scrape: Option<([u64; 11], f64)>) -> Vec<Me
         if m == Metric::Runs {
             // Every status of every loop, zeros included: "no failed runs" is a value.
             for lp in state.loops() {
+                let lost = interrupted.get(lp).copied().unwrap_or(0.0);
                 for st in [
                     Status::Running,
                     Status::Completed,
@@ -185,13 +214,17 @@ pub fn families(state: &MetricState, scrape: Option<([u64; 11], f64)>) -> Vec<Me
                     Status::Failed,
                 ] {
                     let key = (m, vec![lp.to_string(), st.as_str().to_string()]);
-                    let v = match state.get(&key) {
+                    let mut v = match state.get(&key) {
                         Some(Val::Count(n)) => *n as f64,
                         _ => 0.0,
                     };
+                    if st == Status::Running {
+                        v -= lost;
+                    }
                     let values: Vec<&str> = key.1.iter().map(String::as_str).collect();
                     samples.push(gauge(names, &values, v));
                 }
+                samples.push(gauge(names, &[lp, INTERRUPTED], lost));
             }
         } else if m == Metric::LogFindings {
             // Every kind from the start, so that `increase()` sees the first one.
@@ -256,24 +289,18 @@ pub fn families(state: &MetricState, scrape: Option<([u64; 11], f64)>) -> Vec<Me
     }
     if state.options.per_run_series {
         let (mut last, mut phase) = (Vec::new(), Vec::new());
-        for (_, r) in state.runs() {
-            if r.state.status != Status::Running {
+        for (source, r) in state.running_runs() {
+            if gone.contains(&source) {
                 continue;
             }
             let (lp, run) = (r.loop_label.as_str(), r.state.run_id.as_str());
-            if let Some(ts) = r.trace.last_ts {
+            if let Some(ts) = r.last_event() {
                 last.push(gauge(&["loop", "run"], &[lp, run], ts.0 as f64 / 1e3));
             }
-            let current = match r.trace.attempts.last() {
-                Some(a) => (!a.finished).then_some(a),
-                None => r.trace.steps.last(),
-            };
-            if let Some(a) = current
-                && let Some(ts) = a.started
-            {
+            if let Some((name, ts)) = r.open_phase() {
                 phase.push(gauge(
                     &["loop", "run", "phase"],
-                    &[lp, run, &a.name],
+                    &[lp, run, state.phase_label(lp, name)],
                     ts.0 as f64 / 1e3,
                 ));
             }

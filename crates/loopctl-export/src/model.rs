@@ -14,14 +14,26 @@
 //! about the lines, and nothing here does I/O. `feed::Feed` is the line-level driver used until
 //! then (decode, damaged lines, torn tails).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use loopctl_core::analysis::stagnation::{self, Detector};
 use loopctl_core::fold::replay::{FindingKind, seq_step};
 use loopctl_core::fold::run_state::{RunState, Status, apply_mut};
 use loopctl_core::fold::trace::{Attempt, Trace};
-use loopctl_core::{Event, Kind};
-use serde_json::Value;
+use loopctl_core::{Event, Kind, Ts};
+
+mod caps;
+mod labels;
+
+use caps::Caps;
+
+pub use labels::finding_label;
+use labels::{
+    event_label, exit_reason_label, kind_label, loop_label, loop_label_ref, stop_reason_label,
+    usage_extras,
+};
 
 /// Every series loopctl exports. `docs/metrics.md` documents them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -291,12 +303,25 @@ fn bump(map: &mut HashMap<SeriesKey, Val>, key: SeriesKey, val: &Val, sign: i64)
 pub struct Options {
     /// Export the live-run gauges (with a `run` label), one set per running run.
     pub per_run_series: bool,
+    /// The stagnation detectors' settings (`loopctl serve --min-delta ...`, as for
+    /// `loopctl stagnation`).
+    pub stagnation: stagnation::Config,
+    /// Distinct `loop` values kept; later loops fold into `loop="other"`.
+    pub max_loops: usize,
+    /// Distinct `phase` values kept per loop; later phases fold into `phase="other"`.
+    pub max_phases: usize,
 }
+
+/// The label value that capped labels fold into.
+pub const OTHER: &str = "other";
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             per_run_series: true,
+            stagnation: stagnation::Config::default(),
+            max_loops: 200,
+            max_phases: 50,
         }
     }
 }
@@ -304,25 +329,70 @@ impl Default for Options {
 /// A log fed to the model (a file; its runs are dropped with it).
 pub type SourceId = usize;
 
-/// One run: the core's folds, and the bookkeeping that turns their changes into series.
+/// One run: its state, the `loop` label it is filed under and what it contributed. While it
+/// runs it also keeps its trace (`Live`); once it has ended that is dropped, and the state's
+/// bulky parts with it, so that a root of 10,000 ended runs costs its series and one small
+/// state per run, not every run's events (docs/metrics.md, "Memory").
 #[derive(Debug, Clone)]
 pub struct RunMetrics {
     pub state: RunState,
-    pub trace: Trace,
     /// The `loop` label the run's contribution is filed under.
     pub loop_label: String,
+    /// The label before the `--max-loops` cap (`loop_label` is it, or `other`).
+    raw_label: String,
     contribution: Contribution,
+    /// `None` once the run has ended; a fresh one if it starts again.
+    live: Option<Box<Live>>,
+}
+
+/// What folding a running run needs: the core's trace, and how much of it has been observed.
+#[derive(Debug, Clone, Default)]
+struct Live {
+    trace: Trace,
     /// Explicit attempts before this index have all been observed (finished).
     attempts_seen: usize,
     /// Observed attempts past `attempts_seen` (phases that finished out of order).
     finished_beyond: BTreeSet<usize>,
-    /// Derived steps observed (while the log has no explicit attempts); the last one may still
-    /// grow, and is observed with the values noted here.
+    /// Derived steps observed (while the log has no explicit attempts): the ones over.
     steps_seen: usize,
-    last_step: Option<PhaseObs>,
     evaluations_seen: usize,
     retries_seen: usize,
     detectors: BTreeSet<Detector>,
+}
+
+impl RunMetrics {
+    /// Whether the run still keeps its trace (it is running).
+    pub fn is_live(&self) -> bool {
+        self.live.is_some()
+    }
+
+    /// The `ts` of the run's latest event, while it runs.
+    pub fn last_event(&self) -> Option<Ts> {
+        self.live.as_ref()?.trace.last_ts
+    }
+
+    /// The phase attempt now open and its start, while the run runs: the last explicit attempt
+    /// if unfinished, else (aif-loop) the last derived step.
+    pub fn open_phase(&self) -> Option<(&str, Ts)> {
+        let t = &self.live.as_ref()?.trace;
+        let a = match t.attempts.last() {
+            Some(a) => (!a.finished).then_some(a)?,
+            None => t.steps.last()?,
+        };
+        Some((a.name.as_str(), a.started?))
+    }
+
+    /// Drops what only a running run needs.
+    fn end(&mut self) {
+        self.live = None;
+        let s = &mut self.state;
+        // run.json's parts: the metrics and `/api/runs` read none of them, and a restart's
+        // `run_started` sets them again. The score history's last point is all the fold reads.
+        (s.task, s.criteria, s.evaluation) = (None, None, None);
+        let n = s.score_history.len();
+        s.score_history.drain(..n.saturating_sub(1));
+        s.score_history.shrink_to_fit();
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -338,105 +408,11 @@ pub struct MetricState {
     pub options: Options,
     sources: Vec<Option<SourceState>>,
     runs: BTreeMap<(SourceId, String), RunMetrics>,
+    /// The keys of `runs` whose log says running: a scrape reads these, not every run.
+    running: BTreeSet<(SourceId, String)>,
     /// Full label values (with `loop`) to value.
     totals: HashMap<SeriesKey, Val>,
-}
-
-/// Canonical exit reasons exported as they are; anything else (free text, a marker's label)
-/// is `other`.
-const EXIT_REASONS: &[&str] = &[
-    "threshold_reached",
-    "no_major_issues",
-    "goal_met",
-    "passed",
-    "goto_end",
-    "user_stop",
-    "iteration_limit",
-    "stagnation",
-    "budget_exceeded",
-    "phase_error",
-    "marker",
-    "end_turn",
-    "timeout",
-    "abort",
-    "escalated",
-    "attempt_limit",
-    "check_failed",
-    "blocked",
-];
-
-/// A phase attempt's stop reasons exported as they are (the runner's, docs/runner.md).
-const STOP_REASONS: &[&str] = &[
-    "end_turn",
-    "error",
-    "signal",
-    "cancelled",
-    "timeout",
-    "stalled",
-];
-
-fn exit_reason_label(s: &RunState) -> &'static str {
-    if let Some(r) = EXIT_REASONS.iter().find(|r| **r == s.stop.reason) {
-        return r;
-    }
-    if s.exit_reason.as_deref() == Some("abort") {
-        return "abort";
-    }
-    "other"
-}
-
-fn stop_reason_label(a: &Attempt) -> String {
-    match a.stop_reason.as_deref() {
-        Some(r) if STOP_REASONS.contains(&r) => r.to_string(),
-        Some(_) => "other".into(),
-        // aif-loop steps and runner attempts that name none: an error, else a normal end.
-        None if a.failed() => "error".into(),
-        None => "end_turn".into(),
-    }
-}
-
-fn kind_label(a: &Attempt) -> String {
-    match a.kind.as_deref() {
-        Some(k @ ("pre" | "loop" | "post")) => k.to_string(),
-        _ if a.derived => "step".into(),
-        // An attempt whose log names no kind: the runner's default kind (a closed label set).
-        _ => "loop".into(),
-    }
-}
-
-/// The `loop` label of a run: its alias when the run id names one (aif-loop's stamped ids,
-/// `task_alias`), else the log's own name (its folder, or its file stem), so that bare ids
-/// (Avenor's, session ids) never become label values.
-fn loop_label(s: &RunState, source: &str) -> String {
-    if s.task_alias != s.run_id || source.is_empty() {
-        s.task_alias.clone()
-    } else {
-        source.to_string()
-    }
-}
-
-fn event_label(ev: &Event<'_>) -> &'static str {
-    ev.kind.name()
-}
-
-/// Cache tokens and cost from a payload, where a log carries them (no dialect does yet in the
-/// corpus; Claude's usage objects and result events do).
-fn usage_extras(payload: &str) -> (u64, u64, Option<f64>) {
-    if !(payload.contains("cache_") || payload.contains("cost")) {
-        return (0, 0, None);
-    }
-    let Ok(v) = serde_json::from_str::<Value>(payload) else {
-        return (0, 0, None);
-    };
-    let u = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let usage = v.get("usage").unwrap_or(&v);
-    let read = u(usage, "cache_read_input_tokens").max(u(usage, "cache_read_tokens"));
-    let creation = u(usage, "cache_creation_input_tokens").max(u(usage, "cache_creation_tokens"));
-    let cost = ["cost_usd", "total_cost_usd"]
-        .iter()
-        .find_map(|k| v.get(*k).and_then(Value::as_f64))
-        .filter(|c| c.is_finite() && *c >= 0.0);
-    (read, creation, cost)
+    caps: Caps,
 }
 
 impl MetricState {
@@ -466,6 +442,7 @@ impl MetricState {
             bump(&mut self.totals, key.clone(), val, -1);
         }
         for run in &src.runs {
+            self.running.remove(&(source, run.clone()));
             if let Some(r) = self.runs.remove(&(source, run.clone())) {
                 for (key, val) in &r.contribution.0 {
                     bump(&mut self.totals, full_key(key, &r.loop_label), val, -1);
@@ -522,9 +499,12 @@ impl MetricState {
         let Some(Some(src)) = self.sources.get_mut(source) else {
             return;
         };
-        let run_id = ev.run_id.as_deref().unwrap_or(&src.name).to_string();
-        let name = src.name.clone();
-        src.runs.insert(run_id.clone());
+        let run_id = ev.run_id.as_deref().unwrap_or(&src.name);
+        if !src.runs.contains(run_id) {
+            src.runs.insert(run_id.to_string());
+        }
+        let key = (source, run_id.to_string());
+        let name = std::mem::take(&mut src.name);
         self.bump_source(
             source,
             (
@@ -533,27 +513,24 @@ impl MetricState {
             ),
             Delta::Count(1),
         );
-        let key = (source, run_id);
-        let mut run = match self.runs.remove(&key) {
+        // Out of `self` while it folds (no remove and insert per event); nothing below reads
+        // `self.runs`.
+        let mut runs = std::mem::take(&mut self.runs);
+        let run = match runs.get_mut(&key) {
             Some(r) => r,
             None => {
                 let state = RunState::new(&key.1);
+                let raw = loop_label(&state, &name);
                 let mut r = RunMetrics {
-                    loop_label: loop_label(&state, &name),
+                    loop_label: self.admit_loop(raw.clone()),
+                    raw_label: raw,
                     state,
-                    trace: Trace::default(),
                     contribution: Contribution::default(),
-                    attempts_seen: 0,
-                    finished_beyond: BTreeSet::new(),
-                    steps_seen: 0,
-                    last_step: None,
-                    evaluations_seen: 0,
-                    retries_seen: 0,
-                    detectors: BTreeSet::new(),
+                    live: Some(Box::default()),
                 };
                 self.add(&mut r, (Metric::RunsStarted, vec![]), Delta::Count(1));
                 self.add(&mut r, runs_key(Status::Running), Delta::Count(1));
-                r
+                runs.entry(key.clone()).or_insert(r)
             }
         };
         let step = seq_step(run.state.events, run.state.last_seq, ev.seq);
@@ -564,11 +541,22 @@ impl MetricState {
             if ev.kind == Kind::RunStarted && run.state.loop_started {
                 // A restart (a run is counted once when it first appears, whatever its first
                 // event; a later first `run_started` is that same start).
-                self.add(&mut run, (Metric::RunsStarted, vec![]), Delta::Count(1));
+                self.add(run, (Metric::RunsStarted, vec![]), Delta::Count(1));
             }
-            self.fold(&mut run, ev, step.keep, &name);
+            self.fold(run, ev, step.keep, &name);
         }
-        self.runs.insert(key, run);
+        let running = run.state.status == Status::Running;
+        self.runs = runs;
+        if running != self.running.contains(&key) {
+            if running {
+                self.running.insert(key);
+            } else {
+                self.running.remove(&key);
+            }
+        }
+        if let Some(Some(src)) = self.sources.get_mut(source) {
+            src.name = name;
+        }
     }
 
     fn add(&mut self, run: &mut RunMetrics, key: SeriesKey, d: Delta) {
@@ -583,8 +571,25 @@ impl MetricState {
         if keep_seq.is_some() {
             run.state.last_seq = keep_seq;
         }
-        run.trace.apply(ev);
-        let label = loop_label(&run.state, source);
+        let after = run.state.status;
+        // An ended run has no trace: its later events count (events, tokens, cost, status) but
+        // add no phase, evaluation or verdict, unless it starts again, with a fresh trace.
+        let mut live = match run.live.take() {
+            Some(l) => Some(l),
+            None if after == Status::Running => Some(Box::default()),
+            None => None,
+        };
+        if let Some(l) = live.as_deref_mut() {
+            l.trace.apply(ev);
+        }
+        // Admitted again only when what the label is made of changed (admission is monotonic).
+        let raw = loop_label_ref(&run.state, source);
+        let label = if raw == run.raw_label {
+            run.loop_label.clone()
+        } else {
+            run.raw_label = raw.to_string();
+            self.admit_loop(run.raw_label.clone())
+        };
         if label != run.loop_label {
             for (key, val) in &run.contribution.0 {
                 bump(&mut self.totals, full_key(key, &run.loop_label), val, -1);
@@ -619,17 +624,34 @@ impl MetricState {
                 self.add(run, (Metric::Cost, vec![]), Delta::Count(nano));
             }
         }
+        if let Some(l) = live.as_deref_mut() {
+            self.observe_live(run, l, ev, after != Status::Running);
+        }
+        if after != before {
+            self.add(run, runs_key(before), Delta::Count(-1));
+            self.add(run, runs_key(after), Delta::Count(1));
+            if before == Status::Running {
+                self.finished(run);
+            }
+        }
+        run.live = live;
+        if after != Status::Running {
+            run.end();
+        }
+    }
 
-        self.observe_phases(run, ev);
-        while run.evaluations_seen < run.trace.evaluations.len() {
-            let e = &run.trace.evaluations[run.evaluations_seen];
+    /// What a running run's trace adds after an event: phases, evaluations, retries, verdicts.
+    fn observe_live(&mut self, run: &mut RunMetrics, l: &mut Live, ev: &Event<'_>, ending: bool) {
+        self.observe_phases(run, l, ev, ending);
+        while l.evaluations_seen < l.trace.evaluations.len() {
+            let e = &l.trace.evaluations[l.evaluations_seen];
             let result = match e.passed {
                 Some(true) => "pass",
                 Some(false) => "fail",
                 None => "unknown",
             };
             let score = e.score.filter(|s| s.is_finite());
-            run.evaluations_seen += 1;
+            l.evaluations_seen += 1;
             self.add(
                 run,
                 (Metric::Evaluations, vec![result.into()]),
@@ -644,22 +666,14 @@ impl MetricState {
                 );
             }
         }
-        while run.retries_seen < run.trace.retries.len() {
-            let phase = run.trace.retries[run.retries_seen]
+        while l.retries_seen < l.trace.retries.len() {
+            let phase = l.trace.retries[l.retries_seen]
                 .phase
                 .clone()
                 .unwrap_or_else(|| "unknown".into());
-            run.retries_seen += 1;
+            l.retries_seen += 1;
+            let phase = self.admit_phase(&run.loop_label, &phase);
             self.add(run, (Metric::PhaseRetries, vec![phase]), Delta::Count(1));
-        }
-
-        let after = run.state.status;
-        if after != before {
-            self.add(run, runs_key(before), Delta::Count(-1));
-            self.add(run, runs_key(after), Delta::Count(1));
-            if before == Status::Running {
-                self.finished(run);
-            }
         }
         // Assessed at each evaluation and at the end (each assessment reads the whole trace:
         // not at every phase).
@@ -669,13 +683,13 @@ impl MetricState {
         ) {
             // No clock: the stalled detector needs one, and is left to the live-run gauges.
             let verdict = stagnation::assess(
-                &run.trace,
-                &stagnation::Config::default(),
+                &l.trace,
+                &self.options.stagnation,
                 None,
                 loopctl_core::analysis::liveness::Liveness::Unknown,
             );
             for f in verdict.triggered() {
-                if run.detectors.insert(f.detector) {
+                if l.detectors.insert(f.detector) {
                     let key = (
                         Metric::StagnationVerdicts,
                         vec![f.detector.name().to_string()],
@@ -716,65 +730,47 @@ impl MetricState {
 
     /// Observes finished explicit attempts once each; while the log has none, the derived
     /// aif-loop steps instead (the last one again each time it grows).
-    fn observe_phases(&mut self, run: &mut RunMetrics, ev: &Event<'_>) {
-        if run.trace.attempts.is_empty() {
-            let steps = run.trace.steps.len();
-            if run.steps_seen > 0 {
-                let now = attempt_obs(&run.trace.steps[run.steps_seen - 1]);
-                if now != run.last_step {
-                    if let Some(o) = run.last_step.take() {
-                        self.phase_obs(run, &o, -1);
-                    }
-                    if let Some(o) = &now {
-                        self.phase_obs(run, o, 1);
-                    }
-                    run.last_step = now;
+    fn observe_phases(&mut self, run: &mut RunMetrics, l: &mut Live, ev: &Event<'_>, ending: bool) {
+        if l.trace.attempts.is_empty() {
+            // A derived step is observed once it is over (its last event is known): a later
+            // step began, or the run ended. Observing it at each event as it grows would take
+            // it back and add it again every time.
+            let steps = l.trace.steps.len();
+            let over = if ending {
+                steps
+            } else {
+                steps.saturating_sub(1)
+            };
+            for i in l.steps_seen..over {
+                if let Some(o) = attempt_obs(&l.trace.steps[i]) {
+                    self.phase_obs(run, &o, 1);
                 }
             }
-            for i in run.steps_seen..steps {
-                let obs = attempt_obs(&run.trace.steps[i]);
-                if let Some(o) = &obs {
-                    self.phase_obs(run, o, 1);
-                }
-                run.last_step = obs;
-            }
-            run.steps_seen = steps;
+            l.steps_seen = l.steps_seen.max(over);
             return;
         }
-        if run.steps_seen > 0 {
-            // Explicit attempts win over derived steps (`Trace::phases`): take the steps back.
-            let n = run.steps_seen;
-            let last = run.last_step.take();
-            for i in 0..n {
-                let obs = if i + 1 == n {
-                    last.clone()
-                } else {
-                    attempt_obs(&run.trace.steps[i])
-                };
-                if let Some(o) = obs {
+        if l.steps_seen > 0 {
+            // Explicit attempts win over derived steps (`Trace::phases`): take the steps back
+            // (an observed step no longer changes).
+            for i in 0..l.steps_seen {
+                if let Some(o) = attempt_obs(&l.trace.steps[i]) {
                     self.phase_obs(run, &o, -1);
                 }
             }
-            run.steps_seen = 0;
+            l.steps_seen = 0;
         }
         if ev.kind != Kind::PhaseFinished {
             return;
         }
         let mut obs = Vec::new();
-        for (i, a) in run
-            .trace
-            .attempts
-            .iter()
-            .enumerate()
-            .skip(run.attempts_seen)
-        {
-            if a.finished && !run.finished_beyond.contains(&i) {
+        for (i, a) in l.trace.attempts.iter().enumerate().skip(l.attempts_seen) {
+            if a.finished && !l.finished_beyond.contains(&i) {
                 obs.extend(attempt_obs(a));
-                run.finished_beyond.insert(i);
+                l.finished_beyond.insert(i);
             }
         }
-        while run.finished_beyond.remove(&run.attempts_seen) {
-            run.attempts_seen += 1;
+        while l.finished_beyond.remove(&l.attempts_seen) {
+            l.attempts_seen += 1;
         }
         for o in obs {
             self.phase_obs(run, &o, 1);
@@ -782,15 +778,16 @@ impl MetricState {
     }
 
     fn phase_obs(&mut self, run: &mut RunMetrics, o: &PhaseObs, sign: i64) {
+        let phase = self.admit_phase(&run.loop_label, &o.0);
         self.add(
             run,
-            (Metric::Phases, vec![o.0.clone(), o.3.clone()]),
+            (Metric::Phases, vec![phase.clone(), o.3.clone()]),
             Delta::Count(sign),
         );
         if let Some(ms) = o.2 {
             self.add(
                 run,
-                (Metric::PhaseDuration, vec![o.0.clone(), o.1.clone()]),
+                (Metric::PhaseDuration, vec![phase, o.1.clone()]),
                 Delta::Observe(ms, sign),
             );
         }
@@ -814,9 +811,26 @@ impl MetricState {
         self.totals.get(key)
     }
 
+    /// Logs with a run whose log says `running`: the ones whose runner may be gone.
+    pub fn running_sources(&self) -> BTreeSet<SourceId> {
+        self.running.iter().map(|(s, _)| *s).collect()
+    }
+
+    /// The runs whose log says running (O(running runs), for the live-run gauges).
+    pub fn running_runs(&self) -> impl Iterator<Item = (SourceId, &RunMetrics)> {
+        self.running
+            .iter()
+            .filter_map(|k| self.runs.get(k).map(|r| (k.0, r)))
+    }
+
     /// Loops with at least one run, for the `loopctl_runs` zeros.
     pub fn loops(&self) -> BTreeSet<&str> {
-        self.runs.values().map(|r| r.loop_label.as_str()).collect()
+        // Every run adds 1 to `loopctl_runs` under its loop: read off the series, O(series).
+        self.totals
+            .keys()
+            .filter(|k| k.0 == Metric::Runs)
+            .filter_map(|k| k.1.first().map(String::as_str))
+            .collect()
     }
 }
 
@@ -846,16 +860,5 @@ fn full_key(key: &SeriesKey, loop_label: &str) -> SeriesKey {
         (key.0, labels)
     } else {
         key.clone()
-    }
-}
-
-pub fn finding_label(kind: FindingKind) -> &'static str {
-    match kind {
-        FindingKind::BadLine => "bad_line",
-        FindingKind::TornTail => "torn_tail",
-        FindingKind::Oversize => "oversize",
-        FindingKind::SeqGap => "seq_gap",
-        FindingKind::SeqDuplicate => "seq_duplicate",
-        FindingKind::SeqReorder => "seq_reorder",
     }
 }

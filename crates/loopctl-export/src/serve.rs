@@ -80,8 +80,8 @@ struct Http {
     shared: Shared,
     registry: prometheus::Registry,
     ready: AtomicBool,
-    /// Folder (or file) path of each source, for `/api/runs`.
-    paths: Mutex<HashMap<SourceId, PathBuf>>,
+    /// Folder (or file) path of each source, for `/api/runs` and the runner probes.
+    paths: Arc<Mutex<HashMap<SourceId, PathBuf>>>,
 }
 
 fn damage_text(log: &std::path::Path, d: &Damage) -> String {
@@ -107,15 +107,30 @@ pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<(), Serv
         source,
     })?;
     let addr = listener.local_addr().unwrap_or(cfg.listen);
+    let paths: Arc<Mutex<HashMap<SourceId, PathBuf>>> = Arc::default();
+    let probe_paths = Arc::clone(&paths);
+    // Asked at each scrape for the logs with running runs only (bounded by the live runs).
+    let runner_gone: encode::RunnerGone = Arc::new(move |s| {
+        let path = probe_paths
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&s)
+            .cloned();
+        path.is_some_and(|p| {
+            let log = if p.is_dir() { p.join(LOG_NAME) } else { p };
+            crate::textfile::runner_gone(&log)
+        })
+    });
     let shared = Shared {
         state: Arc::new(Mutex::new(MetricState::new(cfg.options.clone()))),
         scrape_seconds: Some(Arc::new(Mutex::new(encode::ScrapeTimes::default()))),
+        runner_gone: Some(runner_gone),
     };
     let http = Arc::new(Http {
         registry: encode::registry(shared.clone()).map_err(ExportError::from)?,
         shared,
         ready: AtomicBool::new(false),
-        paths: Mutex::new(HashMap::new()),
+        paths,
     });
     ui.listening(addr);
     std::thread::scope(|sc| {
@@ -153,9 +168,11 @@ fn follow(
         }
         let read = {
             let mut m = lock();
-            read_log(&mut m, &log, cfg.max_line, &mut |d| {
+            let read = read_log(&mut m, &log, cfg.max_line, &mut |d| {
                 ui.notice(&damage_text(&log.log, &d))
-            })
+            });
+            report_folds(&mut m, ui);
+            read
         };
         match read {
             Ok((source, feed)) => {
@@ -207,6 +224,7 @@ fn follow(
                     }
                 }
             }
+            report_folds(&mut m, ui);
         }
         if last_scan.elapsed() >= cfg.rescan {
             last_scan = Instant::now();
@@ -227,6 +245,13 @@ fn follow(
         follower.wait();
     }
     Ok(())
+}
+
+/// Loops and phases folded into `other` by the caps, named once.
+fn report_folds(m: &mut MetricState, ui: &dyn Ui) {
+    for n in m.take_notices() {
+        ui.notice(&n);
+    }
 }
 
 fn lock_paths(http: &Http) -> std::sync::MutexGuard<'_, HashMap<SourceId, PathBuf>> {

@@ -93,11 +93,34 @@ pub fn replay(
     Ok(m)
 }
 
-/// The model in text format 0.0.4, without the server's own series.
+/// The model in text format 0.0.4, without the server's own series; no run is probed for
+/// its runner (see `render_probing`).
 pub fn render(m: MetricState) -> Result<String, ExportError> {
+    render_with(m, None)
+}
+
+/// As `render`, the running runs whose runner is gone (`logs[i]`, read as source `i` by
+/// `replay`, has a free lock) exported as `interrupted`, as `serve` does.
+pub fn render_probing(m: MetricState, logs: &[LogRef]) -> Result<String, ExportError> {
+    let logs: Vec<PathBuf> = logs.iter().map(|l| l.log.clone()).collect();
+    let gone: encode::RunnerGone =
+        std::sync::Arc::new(move |s: SourceId| logs.get(s).is_some_and(|l| runner_gone(l)));
+    render_with(m, Some(gone))
+}
+
+/// Whether `log` has a runner lock that no runner holds.
+pub fn runner_gone(log: &Path) -> bool {
+    loopctl_store::append::liveness(log) == loopctl_core::analysis::liveness::Liveness::Dead
+}
+
+fn render_with(
+    m: MetricState,
+    runner_gone: Option<encode::RunnerGone>,
+) -> Result<String, ExportError> {
     let shared = encode::Shared {
         state: std::sync::Arc::new(std::sync::Mutex::new(m)),
         scrape_seconds: None,
+        runner_gone,
     };
     let reg = encode::registry(shared)?;
     Ok(encode::text(&reg.gather()))

@@ -384,6 +384,7 @@ fn live_run_gauges_follow_running_runs_and_can_be_turned_off() {
     );
     let off = Options {
         per_run_series: false,
+        ..Options::default()
     };
     let text = render(replay(&logs, off, 1 << 20, &mut |_, _| {}).unwrap()).unwrap();
     assert!(!text.contains("run=\""), "{text}");
@@ -392,7 +393,7 @@ fn live_run_gauges_follow_running_runs_and_can_be_turned_off() {
 #[test]
 fn openmetrics_names_counters_without_total_and_ends_with_eof() {
     let m = state_of(&["native-clean"]);
-    let families = encode::families(&m, None);
+    let families = encode::families(&m, None, &Default::default());
     let om = encode::openmetrics(&families);
     assert!(om.ends_with("# EOF\n"));
     assert!(om.contains("# TYPE loopctl_runs_started counter\n"));
@@ -450,4 +451,231 @@ fn bare_run_ids_take_the_log_name_until_the_run_names_its_alias() {
     let text = render(m).unwrap();
     assert!(!text.contains("loop=\"folder\""), "{text}");
     assert!(!text.contains("loop=\"9f8e7d\""), "{text}");
+}
+
+/// A native event line; `step` "" for none.
+fn native(seq: u64, run: &str, event: &str, step: &str, payload: &str) -> String {
+    let step = if step.is_empty() {
+        String::new()
+    } else {
+        format!(r#""step":"{step}","#)
+    };
+    format!(
+        r#"{{"v":1,"seq":{seq},"ts":"2026-01-01T00:00:{:02}.000Z","run_id":"{run}","event":"{event}",{step}"iteration":1,"payload":{payload}}}"#,
+        seq % 60
+    )
+}
+
+fn run_of<'a>(m: &'a MetricState, run: &str) -> &'a loopctl_export::model::RunMetrics {
+    m.runs()
+        .map(|(_, r)| r)
+        .find(|r| r.state.run_id == run)
+        .unwrap()
+}
+
+#[test]
+fn an_ended_run_drops_its_trace_and_a_resumed_one_counts_from_a_fresh_one() {
+    let mut m = MetricState::new(Options::default());
+    let s = m.add_source("r");
+    let run = "r-20260101-000000";
+    let first = [
+        native(
+            1,
+            run,
+            "run_started",
+            "",
+            r#"{"task":"a long task text","max_iterations":9}"#,
+        ),
+        native(2, run, "phase_started", "build", "{}"),
+        native(
+            3,
+            run,
+            "phase_finished",
+            "build",
+            r#"{"stop_reason":"end_turn"}"#,
+        ),
+        native(
+            4,
+            run,
+            "evaluation_done",
+            "",
+            r#"{"score":0.5,"passed":false}"#,
+        ),
+        native(5, run, "stopped", "", r#"{"reason":"user_stop"}"#),
+    ];
+    let lines: Vec<&str> = first.iter().map(String::as_str).collect();
+    apply_lines(&mut m, s, &lines);
+    let r = run_of(&m, run);
+    assert!(!r.is_live(), "an ended run keeps its trace");
+    assert_eq!(r.state.task, None, "an ended run keeps run.json's task");
+    assert!(r.state.score_history.len() <= 1);
+    assert_eq!(count(&m, Metric::Phases, &["r", "build", "end_turn"]), 1.0);
+    assert_eq!(count(&m, Metric::Evaluations, &["r", "fail"]), 1.0);
+    // An event after the end counts, and adds no phase.
+    apply_lines(
+        &mut m,
+        s,
+        &[&native(6, run, "phase_finished", "build", "{}")],
+    );
+    assert_eq!(count(&m, Metric::Phases, &["r", "build", "end_turn"]), 1.0);
+    assert!(!run_of(&m, run).is_live());
+    // Resumed: running again, with a trace; its new phases and evaluations count.
+    let again = [
+        native(7, run, "run_resumed", "", "{}"),
+        native(8, run, "phase_started", "build", "{}"),
+        native(
+            9,
+            run,
+            "phase_finished",
+            "build",
+            r#"{"stop_reason":"end_turn"}"#,
+        ),
+        native(
+            10,
+            run,
+            "evaluation_done",
+            "",
+            r#"{"score":0.9,"passed":true}"#,
+        ),
+    ];
+    let lines: Vec<&str> = again.iter().map(String::as_str).collect();
+    apply_lines(&mut m, s, &lines);
+    assert!(run_of(&m, run).is_live());
+    assert_eq!(count(&m, Metric::Phases, &["r", "build", "end_turn"]), 2.0);
+    assert_eq!(count(&m, Metric::Evaluations, &["r", "pass"]), 1.0);
+    assert_eq!(count(&m, Metric::Runs, &["r", "running"]), 1.0);
+    let text = render(m).unwrap();
+    assert!(
+        text.contains(&format!(
+            "loopctl_run_last_event_timestamp_seconds{{loop=\"r\",run=\"{run}\"}}"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn loops_and_phases_beyond_the_caps_fold_into_other_and_are_named_once() {
+    let options = Options {
+        max_loops: 2,
+        max_phases: 1,
+        ..Options::default()
+    };
+    let mut m = MetricState::new(options);
+    let s = m.add_source("x");
+    let mut lines = Vec::new();
+    for (i, lp) in ["alpha", "beta", "gamma", "delta"].iter().enumerate() {
+        let run = format!("{lp}-20260101-00000{i}");
+        for (j, phase) in ["build", "test", "lint"].iter().enumerate() {
+            let seq = 1 + 2 * j as u64;
+            lines.push(native(seq, &run, "phase_started", phase, "{}"));
+            lines.push(native(
+                seq + 1,
+                &run,
+                "phase_finished",
+                phase,
+                r#"{"stop_reason":"end_turn"}"#,
+            ));
+        }
+        // A second run of the same loop: still the same label.
+        lines.push(native(
+            1,
+            &format!("{lp}-20260102-00000{i}"),
+            "run_started",
+            "",
+            "{}",
+        ));
+    }
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    apply_lines(&mut m, s, &refs);
+    assert_eq!(count(&m, Metric::RunsStarted, &["alpha"]), 2.0);
+    assert_eq!(count(&m, Metric::RunsStarted, &["beta"]), 2.0);
+    assert_eq!(count(&m, Metric::RunsStarted, &["other"]), 4.0);
+    assert_eq!(total(&m, Metric::RunsStarted, &["gamma"]), 0.0);
+    assert_eq!(
+        count(&m, Metric::Phases, &["alpha", "build", "end_turn"]),
+        1.0
+    );
+    assert_eq!(
+        count(&m, Metric::Phases, &["alpha", "other", "end_turn"]),
+        2.0
+    );
+    assert_eq!(
+        count(&m, Metric::Phases, &["other", "build", "end_turn"]),
+        2.0
+    );
+    assert_eq!(
+        count(&m, Metric::Phases, &["other", "other", "end_turn"]),
+        4.0
+    );
+    let notices = m.take_notices();
+    for name in [
+        "loop \"gamma\"",
+        "loop \"delta\"",
+        "phase \"test\" of loop \"alpha\"",
+    ] {
+        assert_eq!(
+            notices.iter().filter(|n| n.starts_with(name)).count(),
+            1,
+            "{name} in {notices:?}"
+        );
+    }
+    assert!(m.take_notices().is_empty(), "named twice");
+    let text = render(m).unwrap();
+    assert!(
+        !text.contains("loop=\"gamma\"") && !text.contains("phase=\"lint\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn stagnation_verdicts_follow_the_given_settings() {
+    let paths = [fixture("stagnation")];
+    let logs = logs(&paths).unwrap();
+    let verdicts = |options: Options| {
+        let m = replay(&logs, options, 1 << 20, &mut |_, _| {}).unwrap();
+        total(&m, Metric::StagnationVerdicts, &[])
+    };
+    assert!(verdicts(Options::default()) > 0.0);
+    let lenient = Options {
+        stagnation: loopctl_core::analysis::stagnation::Config {
+            limit: 50,
+            ..Default::default()
+        },
+        ..Options::default()
+    };
+    assert_eq!(verdicts(lenient), 0.0);
+}
+
+#[test]
+fn an_aif_loop_step_is_observed_once_when_it_is_over() {
+    let mut m = MetricState::new(Options::default());
+    let s = m.add_source("a");
+    let line = |ts: &str, step: &str, event: &str| {
+        format!(
+            r#"{{"ts":"2026-03-01T10:{ts}Z","run_id":"a-20260301-100000","iteration":1,"phase":"A","step":"{step}","event":"{event}","status":"ok","payload":{{}}}}"#
+        )
+    };
+    let plan = [
+        line("00:00", "PLAN", "run_started"),
+        line("00:10", "PLAN", "plan_created"),
+        line("00:30", "PLAN", "plan_created"),
+    ];
+    let refs: Vec<&str> = plan.iter().map(String::as_str).collect();
+    apply_lines(&mut m, s, &refs);
+    // PLAN is still growing: not observed yet.
+    assert_eq!(total(&m, Metric::Phases, &["a"]), 0.0);
+    apply_lines(&mut m, s, &[&line("01:30", "PRODUCE", "artifact_created")]);
+    // Over: observed once, with its whole duration; PRODUCE is open.
+    assert_eq!(count(&m, Metric::Phases, &["a", "PLAN", "end_turn"]), 1.0);
+    assert_eq!(total(&m, Metric::Phases, &["a"]), 1.0);
+    let (n, secs) = hist(&m, Metric::PhaseDuration, &["a", "PLAN", "step"]);
+    assert_eq!(n, 1);
+    assert!(secs >= 30.0, "{secs}");
+    // The run's end closes the last step.
+    apply_lines(&mut m, s, &[&line("02:00", "DONE", "stopped")]);
+    assert_eq!(
+        count(&m, Metric::Phases, &["a", "PRODUCE", "end_turn"]),
+        1.0
+    );
+    assert_eq!(count(&m, Metric::Phases, &["a", "DONE", "end_turn"]), 1.0);
 }

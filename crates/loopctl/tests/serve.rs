@@ -615,3 +615,137 @@ fn a_log_rewritten_from_its_start_is_read_anew() {
         Some(1.0)
     );
 }
+
+/// `export prometheus` with extra flags; (stdout, stderr).
+fn export_with(paths: &[&Path], flags: &[&str]) -> (String, String) {
+    let out = Command::new(cargo_bin("loopctl"))
+        .env("NO_COLOR", "1")
+        .args(["export", "prometheus"])
+        .args(flags)
+        .args(paths)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_running_run_whose_runner_lock_is_free_is_interrupted_in_export_and_serve() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("omega");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = "omega-20260101-000000";
+    append(
+        &dir.join("history.jsonl"),
+        &(event(1, run, "run_started", json!({})) + &event(2, run, "phase_started", json!({}))),
+    );
+    let running = r#"loopctl_runs{loop="omega",status="running"}"#;
+    let interrupted = r#"loopctl_runs{loop="omega",status="interrupted"}"#;
+    // No lock file (a log no runner writes): running.
+    let (text, _) = export_with(&[&dir], &[]);
+    assert_eq!(value(&text, running), Some(1.0), "{text}");
+    assert_eq!(value(&text, interrupted), Some(0.0), "{text}");
+    // The runner's lock, held: running, with its live series.
+    let lock = std::fs::File::create(dir.join(".history.jsonl.lock")).unwrap();
+    lock.lock().unwrap();
+    let (text, _) = export_with(&[&dir], &[]);
+    assert_eq!(value(&text, running), Some(1.0), "{text}");
+    let s = Server::start(&[&dir], &[]);
+    assert_eq!(value(&s.metrics(), running), Some(1.0));
+    // Released (the runner died): interrupted, and no live series for it.
+    lock.unlock().unwrap();
+    for text in [export_with(&[&dir], &[]).0, s.metrics()] {
+        assert_eq!(value(&text, running), Some(0.0), "{text}");
+        assert_eq!(value(&text, interrupted), Some(1.0), "{text}");
+        assert!(
+            !text.contains("loopctl_run_last_event_timestamp_seconds{"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn the_caps_and_the_stagnation_flags_reach_the_series() {
+    let paths = all_fixtures();
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let (text, err) = export_with(&refs, &["--max-loops", "3", "--max-phases", "1"]);
+    let loops: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("loopctl_runs_started_total{loop=\""))
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    assert_eq!(loops.len(), 4, "3 kept and other: {loops:?}");
+    assert!(loops.contains("other"), "{loops:?}");
+    assert!(text.contains("phase=\"other\""), "{text}");
+    let named = err
+        .lines()
+        .filter(|l| l.contains("folded into \"other\""))
+        .count();
+    assert!(named >= 2, "{err}");
+    // Each folded loop is named once.
+    let mut lines: Vec<&str> = err.lines().collect();
+    let all = lines.len();
+    lines.sort();
+    lines.dedup();
+    assert_eq!(lines.len(), all, "{err}");
+
+    let stag = [fixtures().join("stagnation")];
+    let stag: Vec<&Path> = stag.iter().map(PathBuf::as_path).collect();
+    let verdicts = |text: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with("loopctl_stagnation_verdicts_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert!(verdicts(&export_with(&stag, &[]).0) > 0.0);
+    assert_eq!(verdicts(&export_with(&stag, &["--limit", "50"]).0), 0.0);
+}
+
+/// The compose stack's `loopctl` service runs as written: its `command` (a JSON-style flow
+/// sequence in docker-compose.yml) is a `serve` invocation that starts and answers, with the
+/// container's `/runs` mount and listen address swapped for a folder and a free loopback port.
+#[test]
+fn the_compose_stacks_serve_command_starts_and_answers() {
+    let compose =
+        std::fs::read_to_string(loopctl_tests::repo().join("dashboards/docker-compose.yml"))
+            .unwrap();
+    let line = compose
+        .lines()
+        .find(|l| l.trim_start().starts_with("command: [\"serve\""))
+        .expect("the loopctl service's command");
+    let args: Vec<String> = serde_json::from_str(line.trim_start()["command:".len()..].trim())
+        .expect("command as a flow sequence");
+    assert_eq!(args[0], "serve", "{args:?}");
+    assert!(
+        args.contains(&"/runs".to_string()),
+        "serves the mount: {args:?}"
+    );
+    let listen = args.iter().position(|a| a == "--listen").expect("--listen");
+    assert!(args[listen + 1].ends_with(":9477"), "{args:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    std::fs::create_dir_all(runs.join("native-clean")).unwrap();
+    std::fs::copy(
+        fixtures().join("native-clean/history.jsonl"),
+        runs.join("native-clean/history.jsonl"),
+    )
+    .unwrap();
+    let rest: Vec<String> = args[1..]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != listen - 1 && *i != listen)
+        .map(|(_, a)| a.replace("/runs", &runs.to_string_lossy()))
+        .collect();
+    let paths: Vec<PathBuf> = rest.iter().map(PathBuf::from).collect();
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let s = Server::start(&refs, &[]);
+    let m = s.metrics();
+    assert_eq!(
+        value(&m, r#"loopctl_runs_started_total{loop="native-clean"}"#),
+        Some(1.0),
+        "{m}"
+    );
+}

@@ -38,6 +38,21 @@ struct PromArgs {
     /// Export the per-run gauges of live runs (labels loop and run); false leaves them out.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     per_run_series: bool,
+    /// Distinct loop label values kept; the runs of later loops are counted under
+    /// loop="other" (each such loop is named once on stderr).
+    #[arg(long, default_value_t = 200, value_parser = super::values::count_usize(), value_name = "N")]
+    max_loops: usize,
+    /// Distinct phase label values kept per loop; later phases are counted under
+    /// phase="other" (named once on stderr).
+    #[arg(long, default_value_t = 50, value_parser = super::values::count_usize(), value_name = "N")]
+    max_phases: usize,
+    /// The detectors' settings behind loopctl_stagnation_verdicts_total: the flags of
+    /// `loopctl stagnation`, with the same defaults.
+    #[command(
+        flatten,
+        next_help_heading = "Stagnation (as for `loopctl stagnation`)"
+    )]
+    stagnation: super::stagnation::ConfigArgs,
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
@@ -51,6 +66,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let mut damaged = 0usize;
     let options = Options {
         per_run_series: a.per_run_series,
+        stagnation: a.stagnation.config()?,
+        max_loops: a.max_loops,
+        max_phases: a.max_phases,
     };
     let state = textfile::replay(&logs, options, ctx.read.max_line, &mut |log, d| {
         damaged += 1;
@@ -66,7 +84,11 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             d.reason
         ));
     })?;
-    let text = textfile::render(state)?;
+    let mut state = state;
+    for n in state.take_notices() {
+        output::note(&n);
+    }
+    let text = textfile::render_probing(state, &logs)?;
     match &a.textfile {
         Some(p) => textfile::write_atomic(p, &text)?,
         None => output::print(&text),

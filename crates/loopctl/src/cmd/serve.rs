@@ -38,6 +38,21 @@ pub struct Args {
     /// Export the per-run gauges of live runs (labels loop and run); false leaves them out.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     per_run_series: bool,
+    /// Distinct loop label values kept; the runs of later loops are counted under
+    /// loop="other" (each such loop is named once on stderr).
+    #[arg(long, default_value_t = 200, value_parser = super::values::count_usize(), value_name = "N")]
+    max_loops: usize,
+    /// Distinct phase label values kept per loop; later phases are counted under
+    /// phase="other" (named once on stderr).
+    #[arg(long, default_value_t = 50, value_parser = super::values::count_usize(), value_name = "N")]
+    max_phases: usize,
+    /// The detectors' settings behind loopctl_stagnation_verdicts_total: the flags of
+    /// `loopctl stagnation`, with the same defaults.
+    #[command(
+        flatten,
+        next_help_heading = "Stagnation (as for `loopctl stagnation`)"
+    )]
+    stagnation: super::stagnation::ConfigArgs,
     /// How often followed logs are checked when no file notification arrives.
     #[arg(long, default_value = "250ms", value_parser = super::values::positive_duration, value_name = "DURATION")]
     poll: Duration,
@@ -87,6 +102,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         roots,
         options: Options {
             per_run_series: a.per_run_series,
+            stagnation: a.stagnation.config()?,
+            max_loops: a.max_loops,
+            max_phases: a.max_phases,
         },
         max_line: ctx.read.max_line,
         poll: a.poll,

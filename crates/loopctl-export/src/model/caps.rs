@@ -1,0 +1,83 @@
+//! The caps on the labels that grow with the logs (`loop`, `phase`): the first values seen are
+//! kept, later ones fold into `other` and are named once.
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+
+use super::{MetricState, OTHER};
+
+/// Folded names reported (each once) before the model stops naming them.
+const MAX_NAMED: usize = 100;
+
+/// The labels that grow with the logs (`loop`, `phase`), capped: the first values seen are
+/// kept, later ones fold into `other`. Kept values stay kept (a label a series was filed under
+/// is the one it is taken back from).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Caps {
+    loops: HashSet<String>,
+    phases: HashMap<String, HashSet<String>>,
+    /// What was folded, each named once (up to `MAX_NAMED`).
+    named: HashSet<String>,
+    notices: Vec<String>,
+}
+
+impl Caps {
+    fn fold(&mut self, what: String, why: String) {
+        if self.named.len() < MAX_NAMED && self.named.insert(what.clone()) {
+            self.notices
+                .push(format!("{what} folded into \"{OTHER}\": {why}"));
+            if self.named.len() == MAX_NAMED {
+                self.notices.push(format!(
+                    "further values folded into \"{OTHER}\" are not named ({MAX_NAMED} were)"
+                ));
+            }
+        }
+    }
+}
+
+impl MetricState {
+    /// `label` if it is a kept loop or there is room for it, else `other` (`max_loops`).
+    pub(super) fn admit_loop(&mut self, label: String) -> String {
+        let caps = &mut self.caps;
+        if label == OTHER || caps.loops.contains(&label) {
+            return label;
+        }
+        if caps.loops.len() < self.options.max_loops {
+            caps.loops.insert(label.clone());
+            return label;
+        }
+        let why = format!("more than {} loops (--max-loops)", self.options.max_loops);
+        caps.fold(format!("loop {label:?}"), why);
+        OTHER.to_string()
+    }
+
+    /// `phase` if it is a kept phase of `lp` or there is room for it, else `other`
+    /// (`max_phases`).
+    pub(super) fn admit_phase(&mut self, lp: &str, phase: &str) -> String {
+        let max = self.options.max_phases;
+        let kept = self.caps.phases.entry(lp.to_string()).or_default();
+        if phase == OTHER || kept.contains(phase) {
+            return phase.to_string();
+        }
+        if kept.len() < max {
+            kept.insert(phase.to_string());
+            return phase.to_string();
+        }
+        let why = format!("loop {lp:?} has more than {max} phases (--max-phases)");
+        self.caps
+            .fold(format!("phase {phase:?} of loop {lp:?}"), why);
+        OTHER.to_string()
+    }
+
+    /// The `phase` label of `phase` in loop `lp` as it stands (for the live-run gauges).
+    pub fn phase_label<'a>(&self, lp: &str, phase: &'a str) -> &'a str {
+        match self.caps.phases.get(lp) {
+            Some(k) if !k.contains(phase) && k.len() >= self.options.max_phases => OTHER,
+            _ => phase,
+        }
+    }
+
+    /// What was folded into `other` since the last call, to report once (stderr).
+    pub fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.caps.notices)
+    }
+}

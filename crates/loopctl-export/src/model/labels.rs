@@ -1,0 +1,119 @@
+//! The label values the model files series under: closed sets, with anything else as `other`.
+
+use loopctl_core::Event;
+use loopctl_core::fold::replay::FindingKind;
+use loopctl_core::fold::run_state::RunState;
+use loopctl_core::fold::trace::Attempt;
+use serde_json::Value;
+
+/// Canonical exit reasons exported as they are; anything else (free text, a marker's label)
+/// is `other`.
+const EXIT_REASONS: &[&str] = &[
+    "threshold_reached",
+    "no_major_issues",
+    "goal_met",
+    "passed",
+    "goto_end",
+    "user_stop",
+    "iteration_limit",
+    "stagnation",
+    "budget_exceeded",
+    "phase_error",
+    "marker",
+    "end_turn",
+    "timeout",
+    "abort",
+    "escalated",
+    "attempt_limit",
+    "check_failed",
+    "blocked",
+];
+
+/// A phase attempt's stop reasons exported as they are (the runner's, docs/runner.md).
+const STOP_REASONS: &[&str] = &[
+    "end_turn",
+    "error",
+    "signal",
+    "cancelled",
+    "timeout",
+    "stalled",
+];
+
+pub(super) fn exit_reason_label(s: &RunState) -> &'static str {
+    if let Some(r) = EXIT_REASONS.iter().find(|r| **r == s.stop.reason) {
+        return r;
+    }
+    if s.exit_reason.as_deref() == Some("abort") {
+        return "abort";
+    }
+    "other"
+}
+
+pub(super) fn stop_reason_label(a: &Attempt) -> String {
+    match a.stop_reason.as_deref() {
+        Some(r) if STOP_REASONS.contains(&r) => r.to_string(),
+        Some(_) => "other".into(),
+        // aif-loop steps and runner attempts that name none: an error, else a normal end.
+        None if a.failed() => "error".into(),
+        None => "end_turn".into(),
+    }
+}
+
+pub(super) fn kind_label(a: &Attempt) -> String {
+    match a.kind.as_deref() {
+        Some(k @ ("pre" | "loop" | "post")) => k.to_string(),
+        _ if a.derived => "step".into(),
+        // An attempt whose log names no kind: the runner's default kind (a closed label set).
+        _ => "loop".into(),
+    }
+}
+
+/// The `loop` label of a run: its alias when the run id names one (aif-loop's stamped ids,
+/// `task_alias`), else the log's own name (its folder, or its file stem), so that bare ids
+/// (Avenor's, session ids) never become label values.
+pub(super) fn loop_label(s: &RunState, source: &str) -> String {
+    loop_label_ref(s, source).to_string()
+}
+
+pub(super) fn loop_label_ref<'a>(s: &'a RunState, source: &'a str) -> &'a str {
+    if s.task_alias != s.run_id || source.is_empty() {
+        &s.task_alias
+    } else {
+        source
+    }
+}
+
+pub(super) fn event_label(ev: &Event<'_>) -> &'static str {
+    ev.kind.name()
+}
+
+/// Cache tokens and cost from a payload, where a log carries them (no dialect does yet in the
+/// corpus; Claude's usage objects and result events do).
+pub(super) fn usage_extras(payload: &str) -> (u64, u64, Option<f64>) {
+    if !(payload.contains("cache_") || payload.contains("cost")) {
+        return (0, 0, None);
+    }
+    let Ok(v) = serde_json::from_str::<Value>(payload) else {
+        return (0, 0, None);
+    };
+    let u = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let usage = v.get("usage").unwrap_or(&v);
+    let read = u(usage, "cache_read_input_tokens").max(u(usage, "cache_read_tokens"));
+    let creation = u(usage, "cache_creation_input_tokens").max(u(usage, "cache_creation_tokens"));
+    let cost = ["cost_usd", "total_cost_usd"]
+        .iter()
+        .find_map(|k| v.get(*k).and_then(Value::as_f64))
+        .filter(|c| c.is_finite() && *c >= 0.0);
+    (read, creation, cost)
+}
+
+pub fn finding_label(kind: FindingKind) -> &'static str {
+    match kind {
+        FindingKind::BadLine => "bad_line",
+        FindingKind::TornTail => "torn_tail",
+        FindingKind::Oversize => "oversize",
+        FindingKind::SeqGap => "seq_gap",
+        FindingKind::SeqDuplicate => "seq_duplicate",
+        FindingKind::SeqReorder => "seq_reorder",
+    }
+}
