@@ -94,7 +94,7 @@ pub fn interrupted_note(run: &str, idle: Option<u64>, resume: &str) -> String {
     let since = idle.map_or(String::new(), |ms| {
         format!(
             ", last event {} ago",
-            crate::analysis::postmortem::duration(ms)
+            crate::analysis::measures::duration(ms)
         )
     });
     format!("{run} is interrupted (no runner holds its lock{since}): `{resume}` continues it")

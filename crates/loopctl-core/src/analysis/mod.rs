@@ -2,6 +2,7 @@
 //! the postmortem model.
 
 pub mod liveness;
+pub mod measures;
 pub mod postmortem;
 pub mod stagnation;
 pub mod usage;

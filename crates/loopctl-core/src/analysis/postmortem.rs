@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::analysis::measures::score;
 use crate::analysis::stagnation::Verdict;
 use crate::analysis::usage::UsageReport;
 use crate::decode::agent_usage::AgentUsage;
@@ -244,36 +245,6 @@ pub enum Format {
     Text,
     Markdown,
     Json,
-}
-
-/// `1.5s`, `2m 09s`, `1h 02m`, `3d 04h`; under a second, `350ms`.
-pub fn duration(ms: u64) -> String {
-    let (s, m, h, d) = (ms / 1000, ms / 60_000, ms / 3_600_000, ms / 86_400_000);
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms < 60_000 {
-        if ms.is_multiple_of(1000) {
-            format!("{s}s")
-        } else {
-            format!("{s}.{}s", ms % 1000 / 100)
-        }
-    } else if ms < 3_600_000 {
-        format!("{m}m {:02}s", s % 60)
-    } else if ms < 86_400_000 {
-        format!("{h}h {:02}m", m % 60)
-    } else {
-        format!("{d}d {:02}h", h % 24)
-    }
-}
-
-/// A score with at most three decimals and no trailing zeros.
-pub fn score(s: f64) -> String {
-    let t = format!("{s:.3}");
-    if t.contains('.') {
-        t.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        t
-    }
 }
 
 /// One bar per value.
@@ -804,13 +775,6 @@ mod tests {
 
     #[test]
     fn formatting_helpers() {
-        assert_eq!(duration(350), "350ms");
-        assert_eq!(duration(3900), "3.9s");
-        assert_eq!(duration(129_000), "2m 09s");
-        assert_eq!(duration(3_720_000), "1h 02m");
-        assert!(!duration(u64::MAX).is_empty());
-        assert_eq!(score(0.8200000001), "0.82");
-        assert_eq!(score(1.0), "1");
         assert_eq!(sparkline(&[0.0, 0.5, 1.0]), "▁▅█");
         assert_eq!(sparkline(&[3.0, 5.0]), "▁█");
         assert_eq!(md("a|b\nc"), "a\\|b c");

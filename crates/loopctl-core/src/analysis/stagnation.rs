@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::liveness::Liveness;
-use crate::analysis::postmortem::{duration, score};
+use crate::analysis::measures::{duration, score};
 use crate::decode::timestamp::Ts;
 use crate::fold::trace::{Attempt, Evaluation, Trace};
 

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::analysis::liveness::RunCondition;
+use crate::analysis::measures::{duration, score};
 use crate::analysis::postmortem::*;
 use crate::fold::trace::{Escalation, Transition};
 use crate::render::usage_text;
