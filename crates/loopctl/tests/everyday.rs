@@ -150,7 +150,8 @@ fn numeric_flags_refuse_bad_values_with_a_usage_error() {
             (
                 vec![cmd, healthy],
                 "--min-delta",
-                &["NaN", "nan", "inf", "-0.1", "x"][..],
+                // A score delta: a gain above 1 can never happen on aif-loop's 0..1 scores.
+                &["NaN", "nan", "inf", "-0.1", "x", "1.5", "2"][..],
                 "0.05",
             ),
             (vec![cmd, healthy], "--limit", &["0", "-1"], "3"),

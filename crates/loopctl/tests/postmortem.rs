@@ -437,6 +437,36 @@ fn root_of(runs: &[&str]) -> tempfile::TempDir {
 }
 
 #[test]
+fn stagnation_over_a_root_with_no_runs_says_so_as_list_does() {
+    // A root that holds no run is no error for the commands over many runs (list, status):
+    // `no runs under ROOT` on stdout, exit 0; JSON has no run in it.
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("not-a-run")).unwrap();
+    let said = format!("no runs under {}\n", root.path().display());
+    let list = text_of(&["list"], root.path(), 0);
+    assert_eq!(list, said);
+    assert_eq!(text_of(&["stagnation"], root.path(), 0), said);
+    // No RUN: the root's runs, as `status` looks at the root when given no RUN.
+    let out = loopctl()
+        .args(["stagnation", "--root"])
+        .arg(root.path())
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(String::from_utf8(out).unwrap(), said);
+    let v = json_of(&["stagnation", "--json"], root.path(), 0);
+    assert_eq!(
+        (
+            v["stagnating"].as_bool(),
+            v["runs"].as_array().map(Vec::len)
+        ),
+        (Some(false), Some(0))
+    );
+}
+
+#[test]
 fn stagnation_over_a_root_assesses_every_run_under_it() {
     // One stagnating run among healthy ones: exit 3, every run listed, in the order of the
     // root's listing.

@@ -1,7 +1,7 @@
 //! `loopctl stagnation RUN...`: is a loop stuck, and on what evidence.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -26,8 +26,8 @@ enum ResetArg {
 /// The loop file's "stagnation" settings as flags; each defaults to the loop file default.
 #[derive(ClapArgs)]
 pub struct ConfigArgs {
-    /// A score gain under this is no progress [default: 0.02].
-    #[arg(long, value_parser = values::non_negative, value_name = "X")]
+    /// A score gain under this is no progress, from 0 to 1 [default: 0.02].
+    #[arg(long, value_parser = values::score_delta, value_name = "X")]
     min_delta: Option<f64>,
     /// Evaluations without progress (and without fail blockers) that stagnate [default: 2].
     #[arg(long, value_parser = values::count_u64(), value_name = "N")]
@@ -96,7 +96,7 @@ impl ConfigArgs {
 #[command(after_help = "\
 Exit codes: 0 every run is healthy; 3 at least one run stagnates; 1 a log that holds no
 event, or findings in a log under --strict (when no run stagnates); 2 error (usage, missing
-run, unreadable file).
+run, unreadable file). A root with no run is no error: `no runs under ROOT`, exit 0.
 
 Detectors (docs/postmortem.md):
   score             aif-loop's rule: gain < min-delta with no fail blockers, `limit` times
@@ -171,8 +171,9 @@ pub fn load(ctx: &Ctx, run: RunRef) -> anyhow::Result<Loaded> {
 }
 
 /// The runs a RUN argument names: every run under it when it is a root (a folder of run
-/// folders), else the one run it resolves to.
-fn runs_of(ctx: &Ctx, spec: Option<&str>) -> anyhow::Result<Vec<RunRef>> {
+/// folders), else the one run it resolves to; with no RUN, the active run. `Err(root)`: a root
+/// that holds no run (no error, as for `list` and `status`).
+fn runs_of(ctx: &Ctx, spec: Option<&str>) -> anyhow::Result<Result<Vec<RunRef>, PathBuf>> {
     if let Some(dir) = spec.map(Path::new)
         && dir.is_dir()
         && !dir.join(LOG_NAME).is_file()
@@ -180,11 +181,14 @@ fn runs_of(ctx: &Ctx, spec: Option<&str>) -> anyhow::Result<Vec<RunRef>> {
         let runs =
             list_runs(dir).with_context(|| format!("listing runs under {}", dir.display()))?;
         if runs.is_empty() {
-            output::warn(&format!("{}: no runs under this folder", dir.display()));
+            return Ok(Err(dir.to_path_buf()));
         }
-        return Ok(runs);
+        return Ok(Ok(runs));
     }
-    Ok(vec![ctx.resolve(spec)?])
+    if spec.is_none() && ctx.runs()?.is_empty() {
+        return Ok(Err(ctx.root.clone()));
+    }
+    Ok(Ok(vec![ctx.resolve(spec)?]))
 }
 
 pub use loopctl_store::clock::now;
@@ -243,7 +247,11 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let mut text = String::new();
     let mut runs = Vec::new();
     for spec in specs {
-        runs.extend(runs_of(ctx, spec)?);
+        match runs_of(ctx, spec)? {
+            Ok(found) => runs.extend(found),
+            Err(root) if !a.json => text += &super::no_runs(&root),
+            Err(_) => {}
+        }
     }
     // Every log read once, the logs spread over the threads.
     let folded = fold_runs(&runs, &ctx.read, lean_projections);

@@ -30,6 +30,17 @@ pub fn non_negative(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A score delta: a finite number from 0 to 1. Scores are on aif-loop's 0..1 scale, so a
+/// larger gain never happens and every run would read as stagnating.
+pub fn score_delta(s: &str) -> Result<f64, String> {
+    match non_negative(s)? {
+        x if x <= 1.0 => Ok(x),
+        _ => Err(format!(
+            "{s:?} is no score delta: scores go from 0 to 1, so it must be from 0 to 1"
+        )),
+    }
+}
+
 /// A duration such as 90s, 30m, 1h30m, or plain seconds.
 pub fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s)
