@@ -379,7 +379,7 @@ impl RunMetrics {
             Some(a) => (!a.finished).then_some(a)?,
             None => t.steps.last()?,
         };
-        Some((a.name.as_str(), a.started?))
+        Some((&*a.name, a.started?))
     }
 
     /// Drops what only a running run needs.
@@ -668,6 +668,7 @@ impl MetricState {
         }
         while l.retries_seen < l.trace.retries.len() {
             let phase = l.trace.retries[l.retries_seen]
+                .at
                 .phase
                 .clone()
                 .unwrap_or_else(|| "unknown".into());
@@ -840,7 +841,7 @@ type PhaseObs = (String, String, Option<i64>, String);
 fn attempt_obs(a: &Attempt) -> Option<PhaseObs> {
     a.finished.then(|| {
         (
-            a.name.clone(),
+            a.name.to_string(),
             kind_label(a),
             a.duration_ms.and_then(|d| i64::try_from(d).ok()),
             stop_reason_label(a),

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use serde::ser::{SerializeStruct, Serializer};
 
 use crate::analysis::measures::score;
 use crate::analysis::stagnation::Verdict;
@@ -15,7 +16,7 @@ use crate::analysis::usage::UsageReport;
 use crate::decode::agent_usage::AgentUsage;
 use crate::decode::timestamp::Ts;
 use crate::fold::run_state::{RunState, Status, Tokens};
-use crate::fold::trace::{Attempt, Escalation, Evaluation, Trace, Transition};
+use crate::fold::trace::{Attempt, ErrorRecord, Escalation, Evaluation, Retry, Trace, Transition};
 
 /// aif-loop's fallback thresholds when an evaluation states none.
 pub const DEFAULT_THRESHOLD_A: f64 = 0.8;
@@ -95,7 +96,8 @@ pub struct IterationRow {
     /// Sum of the phases' durations.
     pub duration_ms: Option<u64>,
     pub phases: Vec<PhaseRow>,
-    pub evaluations: Vec<ScorePoint>,
+    /// Scored evaluations, their failed rules sorted (`point`).
+    pub evaluations: Vec<Evaluation>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -127,18 +129,9 @@ pub struct PhaseTime {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ScorePoint {
-    pub iteration: u64,
-    pub phase: String,
-    pub score: f64,
-    pub passed: Option<bool>,
-    pub seq: Option<u64>,
-    pub failed: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Scores {
-    pub points: Vec<ScorePoint>,
+    /// Every scored evaluation, as in `IterationRow::evaluations`.
+    pub points: Vec<Evaluation>,
     /// One of `▁▂▃▄▅▆▇█` per score (0..1 scale when every score is in it, else min..max).
     pub sparkline: String,
     pub first: Option<f64>,
@@ -170,40 +163,15 @@ pub struct Distance {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Retries {
     pub count: u64,
-    pub items: Vec<RetryRow>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RetryRow {
-    pub phase: Option<String>,
-    pub iteration: Option<u64>,
-    pub attempt: Option<u64>,
-    pub next_attempt: Option<u64>,
-    pub delay_ms: Option<u64>,
-    pub exit_code: Option<i64>,
-    /// The event's `ts`: each row stands for one event.
-    #[serde(rename = "ts")]
-    pub at: Option<Ts>,
+    pub items: Vec<Retry>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Errors {
     pub count: u64,
-    pub items: Vec<ErrorRow>,
+    pub items: Vec<ErrorRecord>,
     /// The last error of a phase (phase_error, failed attempt), or the run's last error.
     pub last_phase_error: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ErrorRow {
-    pub phase: Option<String>,
-    pub iteration: Option<u64>,
-    pub source: String,
-    pub text: String,
-    /// The event's `ts`: each row stands for one event.
-    #[serde(rename = "ts")]
-    pub at: Option<Ts>,
-    pub seq: Option<u64>,
 }
 
 /// Iterations shown at each end of a longer timeline in text and Markdown (the middle is
@@ -271,18 +239,14 @@ pub fn sparkline(values: &[f64]) -> String {
         .collect()
 }
 
-fn point(e: &Evaluation) -> ScorePoint {
-    let mut failed = e.failed.clone().unwrap_or_default();
-    failed.sort();
-    failed.dedup();
-    ScorePoint {
-        iteration: e.iteration,
-        phase: e.phase.clone(),
-        score: e.score.unwrap_or(0.0),
-        passed: e.passed,
-        seq: e.seq,
-        failed,
+/// A scored evaluation as the report shows it: its failed rules sorted, once each.
+fn point(e: &Evaluation) -> Evaluation {
+    let mut p = e.clone();
+    if let Some(failed) = &mut p.failed {
+        failed.sort();
+        failed.dedup();
     }
+    p
 }
 
 fn phase_row(a: &Attempt) -> PhaseRow {
@@ -290,24 +254,25 @@ fn phase_row(a: &Attempt) -> PhaseRow {
     if let Some(e) = a.error_text() {
         notes.push(e);
     }
-    if let Some(m) = &a.marker {
+    let x = a.explicit();
+    if let Some(m) = &x.marker {
         notes.push(format!("marker {m}"));
     }
-    if let Some(v) = &a.verdict {
+    if let Some(v) = &x.verdict {
         notes.push(format!("verdict {v}"));
     }
     PhaseRow {
         name: match a.phase.as_deref() {
             Some(p) if a.derived && p != "A" => format!("{} ({p})", a.name),
-            _ => a.name.clone(),
+            _ => a.name.to_string(),
         },
-        kind: a.kind.clone(),
+        kind: x.kind.clone(),
         attempt: a.attempt,
         started: a.started,
         duration_ms: a.duration_ms,
         outcome: a.outcome().to_string(),
         detail: (!notes.is_empty()).then(|| notes.join("; ")),
-        usage: a.usage.clone(),
+        usage: x.usage.clone(),
     }
 }
 
@@ -343,7 +308,7 @@ impl Report {
             detail: state.stop.detail.clone().filter(|_| !running),
             exit_reason: state.exit_reason.clone(),
             exit_label: state.exit_label.clone(),
-            at: stop_rec.and_then(|s| s.ts),
+            at: stop_rec.and_then(|s| s.at.ts),
             error: state
                 .last_error
                 .clone()
@@ -437,8 +402,8 @@ impl Report {
             .collect();
         time_per_phase.sort_by(|a, b| b.total_ms.cmp(&a.total_ms).then(a.name.cmp(&b.name)));
 
-        let points: Vec<ScorePoint> = trace.scored().map(point).collect();
-        let values: Vec<f64> = points.iter().map(|p| p.score).collect();
+        let points: Vec<Evaluation> = trace.scored().map(point).collect();
+        let values: Vec<f64> = points.iter().map(|p| p.score.unwrap_or(0.0)).collect();
         let scores = Scores {
             sparkline: sparkline(&values),
             first: values.first().copied(),
@@ -451,32 +416,9 @@ impl Report {
 
         let retries = Retries {
             count: state.retries.max(trace.retries.len() as u64),
-            items: trace
-                .retries
-                .iter()
-                .map(|r| RetryRow {
-                    phase: r.phase.clone(),
-                    iteration: r.iteration,
-                    attempt: r.attempt,
-                    next_attempt: r.next_attempt,
-                    delay_ms: r.delay_ms,
-                    exit_code: r.exit_code,
-                    at: r.ts,
-                })
-                .collect(),
+            items: trace.retries.clone(),
         };
-        let items: Vec<ErrorRow> = trace
-            .errors
-            .iter()
-            .map(|e| ErrorRow {
-                phase: e.phase.clone(),
-                iteration: e.iteration,
-                source: e.source.clone(),
-                text: e.text.clone(),
-                at: e.ts,
-                seq: e.seq,
-            })
-            .collect();
+        let items = trace.errors.clone();
         let last_phase_error = trace
             .errors
             .iter()
@@ -524,7 +466,7 @@ fn distance(state: &RunState, trace: &Trace) -> Option<Distance> {
     let sc = e.score?;
     let (threshold, source) = match e.threshold {
         Some(t) => (t, "evaluation"),
-        None if e.phase == "B" => (DEFAULT_THRESHOLD_B, "default"),
+        None if &*e.quality_phase == "B" => (DEFAULT_THRESHOLD_B, "default"),
         None => (DEFAULT_THRESHOLD_A, "default"),
     };
     if e.passed.unwrap_or(sc >= threshold) {
@@ -534,7 +476,7 @@ fn distance(state: &RunState, trace: &Trace) -> Option<Distance> {
     rules.sort();
     rules.dedup();
     Some(Distance {
-        phase: e.phase.clone(),
+        phase: e.quality_phase.to_string(),
         threshold,
         threshold_source: source.into(),
         score: sc,
@@ -585,6 +527,66 @@ pub fn evidence(f: &crate::analysis::stagnation::Finding) -> String {
         ));
     }
     parts.join("; ")
+}
+
+// The trace's records as the report's JSON writes them (docs/json.md): each with the fields
+// and in the order its rows always had, whatever the trace keeps.
+
+impl Serialize for Evaluation {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = s.serialize_struct("ScorePoint", 6)?;
+        o.serialize_field("iteration", &self.iteration)?;
+        o.serialize_field("phase", &*self.quality_phase)?;
+        o.serialize_field("score", &self.score.unwrap_or(0.0))?;
+        o.serialize_field("passed", &self.passed)?;
+        o.serialize_field("seq", &self.at.seq)?;
+        o.serialize_field("failed", self.failed_rules())?;
+        o.end()
+    }
+}
+
+impl Serialize for Retry {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = s.serialize_struct("Retry", 7)?;
+        o.serialize_field("phase", &self.at.phase)?;
+        o.serialize_field("iteration", &self.at.iteration)?;
+        o.serialize_field("attempt", &self.attempt)?;
+        o.serialize_field("next_attempt", &self.next_attempt)?;
+        o.serialize_field("delay_ms", &self.delay_ms)?;
+        o.serialize_field("exit_code", &self.exit_code)?;
+        o.serialize_field("ts", &self.at.ts)?;
+        o.end()
+    }
+}
+
+impl Serialize for ErrorRecord {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = s.serialize_struct("Error", 6)?;
+        o.serialize_field("phase", &self.at.phase)?;
+        o.serialize_field("iteration", &self.at.iteration)?;
+        o.serialize_field("source", &self.source)?;
+        o.serialize_field("text", &self.text)?;
+        o.serialize_field("ts", &self.at.ts)?;
+        o.serialize_field("seq", &self.at.seq)?;
+        o.end()
+    }
+}
+
+impl Serialize for Transition {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = s.serialize_struct("Transition", 10)?;
+        o.serialize_field("seq", &self.at.seq)?;
+        o.serialize_field("ts", &self.at.ts)?;
+        o.serialize_field("iteration", &self.at.iteration)?;
+        o.serialize_field("from", &self.from)?;
+        o.serialize_field("source", &self.source)?;
+        o.serialize_field("rule", &self.rule)?;
+        o.serialize_field("condition", &self.condition)?;
+        o.serialize_field("goto", &self.goto)?;
+        o.serialize_field("end_reason", &self.end_reason)?;
+        o.serialize_field("end_warning", &self.end_warning)?;
+        o.end()
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! Pure: the caller passes `now` (the CLI reads the clock; replay and tests do not).
 //! `docs/postmortem.md` documents the detectors, their defaults and the reset choice.
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::liveness::Liveness;
@@ -138,7 +139,7 @@ impl Finding {
             if let Some(s) = e.score {
                 self.scores.push(s);
             }
-            if let Some(q) = e.seq {
+            if let Some(q) = e.at.seq {
                 self.seqs.push(q);
             }
         }
@@ -205,7 +206,7 @@ pub fn score_streak<'t>(trace: &'t Trace, cfg: &Config) -> Vec<&'t Evaluation> {
     for e in trace.scored() {
         let s = e.score.unwrap_or(0.0);
         let progress = s - e.previous_score >= cfg.min_delta - EPS;
-        let new_phase = prev_phase.is_some_and(|p| p != e.phase);
+        let new_phase = prev_phase.is_some_and(|p| p != &*e.quality_phase);
         if progress {
             if cfg.reset == Reset::OnProgress {
                 counted.clear();
@@ -213,7 +214,7 @@ pub fn score_streak<'t>(trace: &'t Trace, cfg: &Config) -> Vec<&'t Evaluation> {
         } else if !e.has_blockers() && !new_phase {
             counted.push(e);
         }
-        prev_phase = Some(&e.phase);
+        prev_phase = Some(&e.quality_phase);
     }
     counted
 }
@@ -340,7 +341,7 @@ fn repeated_failure(trace: &Trace, cfg: &Config) -> Finding {
     // first appearance: (name, run, key).
     let mut per: Vec<(&str, Vec<&Attempt>, String)> = Vec::new();
     for a in trace.phases() {
-        let i = match per.iter().position(|(n, ..)| *n == a.name) {
+        let i = match per.iter().position(|(n, ..)| **n == *a.name) {
             Some(i) => i,
             None => {
                 per.push((&a.name, Vec::new(), String::new()));
@@ -417,10 +418,11 @@ fn repeated_failure(trace: &Trace, cfg: &Config) -> Finding {
 
 fn no_change(trace: &Trace, cfg: &Config) -> Finding {
     let git = |a: &Attempt| {
-        a.commit_start.is_some()
-            || a.commit_end.is_some()
-            || a.worktree_start.is_some()
-            || a.worktree_end.is_some()
+        let x = a.explicit();
+        x.commit_start.is_some()
+            || x.commit_end.is_some()
+            || x.worktree_start.is_some()
+            || x.worktree_end.is_some()
     };
     if !trace.phases().iter().any(git) {
         return Finding::not_applicable(
@@ -429,28 +431,25 @@ fn no_change(trace: &Trace, cfg: &Config) -> Finding {
                 .into(),
         );
     }
-    // Loop iterations in order of first appearance (pre and post phases are not iterations).
-    let mut order: Vec<u64> = Vec::new();
+    // Loop iterations in order of first appearance, each with its attempts (pre and post phases
+    // are not iterations); grouped in one pass, as a run can have tens of thousands.
+    let mut order: Vec<(u64, Vec<&Attempt>)> = Vec::new();
+    let mut index: FxHashMap<u64, usize> = FxHashMap::default();
     for a in trace.phases() {
-        if matches!(a.kind.as_deref(), Some("pre" | "post")) {
+        if matches!(a.kind(), Some("pre" | "post")) {
             continue;
         }
-        if let Some(i) = a.iteration
-            && !order.contains(&i)
-        {
-            order.push(i);
+        if let Some(i) = a.iteration {
+            let at = *index.entry(i).or_insert_with(|| {
+                order.push((i, Vec::new()));
+                order.len() - 1
+            });
+            order[at].1.push(a);
         }
     }
     let mut streak: Vec<(u64, Vec<u64>)> = Vec::new();
     let mut compared = 0;
-    for it in order {
-        let of: Vec<&Attempt> = trace
-            .phases()
-            .iter()
-            .filter(|a| {
-                a.iteration == Some(it) && !matches!(a.kind.as_deref(), Some("pre" | "post"))
-            })
-            .collect();
+    for (it, of) in order {
         // An iteration still under way is not judged yet.
         if of.iter().any(|a| !a.finished) {
             continue;
@@ -458,9 +457,10 @@ fn no_change(trace: &Trace, cfg: &Config) -> Finding {
         let (Some(first), Some(last)) = (of.first(), of.last()) else {
             continue;
         };
+        let (first_x, last_x) = (first.explicit(), last.explicit());
         let pairs = [
-            (&first.commit_start, &last.commit_end),
-            (&first.worktree_start, &last.worktree_end),
+            (&first_x.commit_start, &last_x.commit_end),
+            (&first_x.worktree_start, &last_x.worktree_end),
         ];
         let known: Vec<_> = pairs
             .iter()

@@ -28,15 +28,17 @@ impl UsageReport {
         let mut total = AgentUsage::default();
         let mut phases: Vec<PhaseUsage> = Vec::new();
         for a in &trace.attempts {
-            let Some(u) = &a.usage else { continue };
+            let Some(u) = &a.explicit().usage else {
+                continue;
+            };
             total.add(u);
-            match phases.iter_mut().find(|p| p.name == a.name) {
+            match phases.iter_mut().find(|p| *p.name == *a.name) {
                 Some(p) => {
                     p.attempts += 1;
                     p.usage.add(u);
                 }
                 None => phases.push(PhaseUsage {
-                    name: a.name.clone(),
+                    name: a.name.to_string(),
                     attempts: 1,
                     usage: u.clone(),
                 }),

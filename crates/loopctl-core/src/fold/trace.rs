@@ -1,4 +1,3 @@
-//! (Over ~900 lines because of its tests, which build logs of every dialect in place.)
 //! `Trace`: one run's events folded into what postmortem and stagnation detection need —
 //! evaluations, phase attempts, retries, errors, escalations, transitions, switches, the stop.
 //!
@@ -12,10 +11,9 @@
 //! `Trace::phases` gives the explicit attempts when the log has any, else the derived steps.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
-
-use serde::Serialize;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 
 use crate::decode::agent_usage::AgentUsage;
@@ -24,212 +22,15 @@ use crate::decode::lines::{LineText, Piece, Splitter, decode};
 use crate::decode::timestamp::Ts;
 use crate::fold::run_state::Tokens;
 
-/// One `evaluation_done`, whatever its payload shape.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Evaluation {
-    pub seq: Option<u64>,
-    pub ts: Option<Ts>,
-    /// The event's iteration, else the highest seen so far.
-    pub iteration: u64,
-    /// Quality phase (`A`, `B`): the event's, else the run's current one.
-    pub phase: String,
-    /// The step or observing phase's name.
-    pub step: Option<String>,
-    pub score: Option<f64>,
-    pub passed: Option<bool>,
-    pub threshold: Option<f64>,
-    /// Failed fail-severity rule ids, when the log names them (`failed` / `failed_rules`).
-    pub failed: Option<Vec<String>>,
-    /// `fail_count`, when given (the counts shape).
-    pub fail_count: Option<u64>,
-    /// Failed warn-severity rule ids, when named (`warnings` / `warn_rules`).
-    pub warnings: Option<Vec<String>>,
-    /// Rules active in this evaluation, when known (`active_rule_count`, the counts shape's
-    /// `fail_count + warn_count + pass_count`, or the length of `rule_results`).
-    pub active_rules: Option<u64>,
-    /// Rules that passed, when known (`passed_rule_count`, `pass_count`, `rule_results`).
-    pub passed_rules: Option<u64>,
-    /// The last score the log stated before this evaluation (an earlier evaluation's, or a stop's
-    /// final score); 0 at first. What aif-loop's stagnation delta is taken against.
-    pub previous_score: f64,
-    /// Native evaluations: `checks`, `marker` or `report`.
-    pub source: Option<String>,
-    /// Native evaluations: `proceed`, `retry` or `escalate`.
-    pub decision: Option<String>,
-    pub feedback: Option<String>,
-}
-
-impl Evaluation {
-    /// Number of blocking (fail-severity) rules: the named ids, or `fail_count`.
-    pub fn blocking(&self) -> u64 {
-        let named = self.failed.as_ref().map_or(0, |v| v.len() as u64);
-        named.max(self.fail_count.unwrap_or(0))
-    }
-
-    /// aif-loop's blocker test: a non-empty `failed` list or `fail_count > 0`.
-    pub fn has_blockers(&self) -> bool {
-        self.blocking() > 0
-    }
-}
-
-/// One run of a phase (native, Avenor) or one step of an aif-loop iteration.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Attempt {
-    /// Phase name (runner, Avenor) or step (aif-loop: PLAN, EVALUATE, ...).
-    pub name: String,
-    /// `pre`, `loop` or `post` (runner, Avenor).
-    pub kind: Option<String>,
-    pub iteration: Option<u64>,
-    /// Quality phase, for derived aif-loop steps.
-    pub phase: Option<String>,
-    /// 1-based attempt number: the log's, else counted per phase name and iteration.
-    pub attempt: u64,
-    /// True for a step derived from aif-loop events (no phase_started/phase_finished).
-    pub derived: bool,
-    pub start_seq: Option<u64>,
-    pub end_seq: Option<u64>,
-    pub started: Option<Ts>,
-    pub ended: Option<Ts>,
-    pub duration_ms: Option<u64>,
-    pub exit_code: Option<i64>,
-    pub stop_reason: Option<String>,
-    pub error: Option<String>,
-    /// The winning marker, `directive` or `directive: label`.
-    pub marker: Option<String>,
-    /// `pass` / `fail`, when the runner judged the phase.
-    pub verdict: Option<String>,
-    pub commit_start: Option<String>,
-    pub commit_end: Option<String>,
-    pub worktree_start: Option<String>,
-    pub worktree_end: Option<String>,
-    /// The attempt has ended (a `phase_finished`, or for a derived step, its last event).
-    pub finished: bool,
-    /// Its agent's tokens and cost, when `phase_finished` recorded them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<AgentUsage>,
-}
-
-impl Attempt {
-    /// Ended badly: an error, a stop reason other than `end_turn`, or a non-zero exit code.
-    pub fn failed(&self) -> bool {
-        self.finished
-            && (self.error.is_some()
-                || self.stop_reason.as_deref().is_some_and(|r| r != "end_turn")
-                || self.exit_code.is_some_and(|c| c != 0))
-    }
-
-    /// `running`, `failed` or `ok`.
-    pub fn outcome(&self) -> &'static str {
-        if !self.finished {
-            "running"
-        } else if self.failed() {
-            "failed"
-        } else {
-            "ok"
-        }
-    }
-
-    /// The error text of a failed attempt: its `error`, else what its stop says.
-    pub fn error_text(&self) -> Option<String> {
-        if !self.failed() {
-            return None;
-        }
-        self.error.clone().or_else(|| {
-            let mut parts = Vec::new();
-            if let Some(r) = &self.stop_reason {
-                parts.push(format!("stop reason {r}"));
-            }
-            if let Some(c) = self.exit_code {
-                parts.push(format!("exit code {c}"));
-            }
-            Some(parts.join(", "))
-        })
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Retry {
-    pub seq: Option<u64>,
-    pub ts: Option<Ts>,
-    pub iteration: Option<u64>,
-    pub phase: Option<String>,
-    pub attempt: Option<u64>,
-    pub next_attempt: Option<u64>,
-    pub delay_ms: Option<u64>,
-    pub exit_code: Option<i64>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ErrorRecord {
-    pub seq: Option<u64>,
-    pub ts: Option<Ts>,
-    pub iteration: Option<u64>,
-    /// Phase or step name.
-    pub phase: Option<String>,
-    /// The event it came from: `phase_error`, `phase_finished`, `failed` or `stopped`.
-    pub source: String,
-    pub text: String,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Escalation {
-    pub seq: Option<u64>,
-    pub ts: Option<Ts>,
-    pub iteration: Option<u64>,
-    pub phase: Option<String>,
-    pub question: Option<String>,
-    pub pattern: Option<String>,
-    pub feedback: Option<String>,
-    /// Number of attempts summarised (`attempts_summary` as a list), when given.
-    pub attempts: Option<u64>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Transition {
-    pub seq: Option<u64>,
-    pub ts: Option<Ts>,
-    pub iteration: Option<u64>,
-    pub from: Option<String>,
-    /// `when`, `branch`, `on_failure`, `criteria`, `stagnation` or `none`.
-    pub source: Option<String>,
-    pub rule: Option<String>,
-    pub condition: Option<String>,
-    pub goto: Vec<String>,
-    pub end_reason: Option<String>,
-    pub end_warning: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Switch {
-    pub seq: Option<u64>,
-    pub ts: Option<Ts>,
-    pub iteration: Option<u64>,
-    pub from_phase: Option<String>,
-    pub to_phase: Option<String>,
-}
-
-/// The event that ended the run, as written (`RunState.stop` has the canonical reason).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct StopRecord {
-    pub seq: Option<u64>,
-    pub ts: Option<Ts>,
-    /// `stopped`, `failed` or `session_ended`.
-    pub event: String,
-    /// `reason` as written (aif-loop, may carry free text), else `exit_reason`, else `stop_reason`.
-    pub reason: Option<String>,
-    pub exit_reason: Option<String>,
-    pub exit_label: Option<String>,
-    /// The envelope `status`.
-    pub status: Option<String>,
-    pub detail: Option<String>,
-    pub error: Option<String>,
-    pub score: Option<f64>,
-    pub iterations_completed: Option<u64>,
-}
+mod records;
+pub use records::{
+    At, Attempt, ErrorRecord, Escalation, Evaluation, Explicit, Name, Retry, StopRecord, Switch,
+    Transition,
+};
 
 /// One run's events, folded. Build with `Trace::default()` and `apply` each event of the run in
 /// file order (or use `Traces` / `traces_from_bytes` for logs holding several runs).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Trace {
     pub run_id: Option<String>,
     /// Events applied (duplicates by `seq` are not applied, as in replay).
@@ -242,7 +43,7 @@ pub struct Trace {
     /// Highest iteration seen.
     pub iteration: u64,
     /// Current quality phase (starts at `A`; `phase_switched` moves it).
-    pub phase: String,
+    pub phase: Name,
     pub loop_started: bool,
     pub evaluations: Vec<Evaluation>,
     /// Explicit phase attempts (`phase_started` / `phase_finished`).
@@ -259,24 +60,20 @@ pub struct Trace {
     pub tokens: Tokens,
     /// The last score the log stated (evaluation or stop), as the reducer's `last_score`.
     pub last_score: f64,
-    #[serde(skip)]
     open_step: Option<usize>,
-    #[serde(skip)]
     prev_ts: Option<Ts>,
     /// Attempts and steps so far by (name, iteration[, quality phase]): the next one's number
     /// without a scan of them all (a run can have hundreds of thousands).
-    #[serde(skip)]
     attempt_count: FxHashMap<(String, Option<u64>), u64>,
     /// By iteration, then (name, quality phase): an iteration has a handful of steps, and a
     /// look-up by `u64` then a short scan allocates nothing.
-    #[serde(skip)]
-    step_count: FxHashMap<Option<u64>, Vec<(String, String, u64)>>,
+    step_count: FxHashMap<Option<u64>, Vec<(Name, Name, u64)>>,
     /// Folds only what `stagnation::assess` reads (`Trace::lean`).
-    #[serde(skip)]
     lean: bool,
     /// Lean: per step name, whether its last kept step ended without an error.
-    #[serde(skip)]
-    step_ok: Vec<(String, bool)>,
+    step_ok: Vec<(Name, bool)>,
+    /// Every name this run uses once (`Name`).
+    names: FxHashSet<Name>,
 }
 
 fn s(v: &Value, k: &str) -> Option<String> {
@@ -308,9 +105,10 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 
 /// Whether `Trace::apply` reads the payload of an event of this kind (`lean`: only what the
 /// stagnation detectors read).
-fn needs_payload(kind: Kind, loop_started: bool, lean: bool) -> bool {
-    match kind {
-        Kind::EvaluationDone | Kind::PhaseRetry | Kind::Escalated | Kind::Transition => !lean,
+fn needs_payload(ev: &Event<'_>, loop_started: bool, lean: bool) -> bool {
+    match ev.kind {
+        Kind::EvaluationDone => !lean && evaluation_reads_payload(ev.payload.as_deref()),
+        Kind::PhaseRetry | Kind::Escalated | Kind::Transition => !lean,
         Kind::PhaseSwitched
         | Kind::PhaseStarted
         | Kind::PhaseFinished
@@ -319,6 +117,35 @@ fn needs_payload(kind: Kind, loop_started: bool, lean: bool) -> bool {
         | Kind::Failed => true,
         Kind::SessionEnded => !loop_started,
         _ => false,
+    }
+}
+
+/// Whether an evaluation's payload may hold a key `Trace::evaluation` reads beyond the parser's
+/// facts (`*_count`, `rule_results`, `decision`, `source`); an escaped key could spell one
+/// too. aif-loop's evaluations hold none: decoding them was a tenth of a postmortem.
+fn evaluation_reads_payload(payload: Option<&str>) -> bool {
+    payload.is_some_and(|p| {
+        [
+            "_count\"",
+            "\"rule_results\"",
+            "\"decision\"",
+            "\"source\"",
+            "\\",
+        ]
+        .iter()
+        .any(|k| p.contains(k))
+    })
+}
+
+/// The shared copy of `name` in `names`.
+fn intern(names: &mut FxHashSet<Name>, name: &str) -> Name {
+    match names.get(name) {
+        Some(n) => n.clone(),
+        None => {
+            let n: Name = Arc::from(name);
+            names.insert(n.clone());
+            n
+        }
     }
 }
 
@@ -396,14 +223,13 @@ impl Trace {
             self.iteration = self.iteration.max(it);
         }
         if self.phase.is_empty() {
-            self.phase = "A".into();
+            self.phase = intern(&mut self.names, "A");
         }
         if let Some(p) = ev.phase.as_deref()
             && ev.kind != Kind::PhaseSwitched
-            && self.phase != p
+            && *self.phase != *p
         {
-            self.phase.clear();
-            self.phase.push_str(p);
+            self.phase = intern(&mut self.names, p);
         }
         let f = &ev.facts;
         self.tokens.input += f.tokens_in.unwrap_or(0);
@@ -411,7 +237,7 @@ impl Trace {
 
         // Most events need nothing from their payload here (the facts have what they do):
         // decoding it is most of the cost of a trace.
-        let p = if needs_payload(ev.kind, self.loop_started, self.lean) {
+        let p = if needs_payload(ev, self.loop_started, self.lean) {
             ev.payload_value()
         } else {
             Value::Null
@@ -427,12 +253,10 @@ impl Trace {
             Kind::PhaseSwitched => {
                 let to = s(&p, "to_phase");
                 if let Some(t) = &to {
-                    self.phase = t.clone();
+                    self.phase = intern(&mut self.names, t);
                 }
                 self.switches.push(Switch {
-                    seq: ev.seq,
-                    ts: ev.ts,
-                    iteration: ev.iteration,
+                    at: At::of(ev),
                     from_phase: s(&p, "from_phase"),
                     to_phase: to,
                 });
@@ -441,10 +265,7 @@ impl Trace {
             Kind::PhaseFinished => self.phase_finished(ev, &p),
             Kind::PhaseRetry | Kind::Escalated | Kind::Transition if self.lean => {}
             Kind::PhaseRetry => self.retries.push(Retry {
-                seq: ev.seq,
-                ts: ev.ts,
-                iteration: ev.iteration,
-                phase: step.map(str::to_string),
+                at: At::of(ev),
                 attempt: u(&p, "attempt"),
                 next_attempt: u(&p, "next_attempt"),
                 delay_ms: u(&p, "delay_ms").or_else(|| u(&p, "backoff_ms")),
@@ -458,10 +279,7 @@ impl Trace {
                 self.error(ev, "phase_error", text);
             }
             Kind::Escalated => self.escalations.push(Escalation {
-                seq: ev.seq,
-                ts: ev.ts,
-                iteration: ev.iteration,
-                phase: step.map(str::to_string),
+                at: At::of(ev),
                 question: s(&p, "question"),
                 pattern: s(&p, "pattern"),
                 feedback: s(&p, "feedback"),
@@ -473,9 +291,7 @@ impl Trace {
             Kind::Transition => {
                 let end = p.get("end");
                 self.transitions.push(Transition {
-                    seq: ev.seq,
-                    ts: ev.ts,
-                    iteration: ev.iteration,
+                    at: At::of(ev),
                     from: s(&p, "from").or_else(|| step.map(str::to_string)),
                     source: s(&p, "source"),
                     rule: s(&p, "rule"),
@@ -490,8 +306,7 @@ impl Trace {
             }
             Kind::Stopped | Kind::Failed => {
                 let rec = StopRecord {
-                    seq: ev.seq,
-                    ts: ev.ts,
+                    at: At::of(ev),
                     event: ev.name.to_string(),
                     reason: f
                         .reason
@@ -521,8 +336,7 @@ impl Trace {
             Kind::SessionEnded if !self.loop_started => {
                 let reason = s(&p, "stop_reason").unwrap_or_else(|| "end_turn".into());
                 self.stop = Some(StopRecord {
-                    seq: ev.seq,
-                    ts: ev.ts,
+                    at: At::of(ev),
                     event: ev.name.to_string(),
                     reason: Some(reason),
                     status: ev.status.as_deref().map(str::to_string),
@@ -546,10 +360,7 @@ impl Trace {
 
     fn error(&mut self, ev: &Event<'_>, source: &str, text: String) {
         self.errors.push(ErrorRecord {
-            seq: ev.seq,
-            ts: ev.ts,
-            iteration: ev.iteration,
-            phase: ev.step.as_deref().map(str::to_string),
+            at: At::of(ev),
             source: source.to_string(),
             text,
         });
@@ -575,12 +386,14 @@ impl Trace {
             })
         });
         let decision = p.get("decision");
+        let quality_phase = match ev.phase.as_deref() {
+            Some(q) => intern(&mut self.names, q),
+            None => self.phase.clone(),
+        };
         let e = Evaluation {
-            seq: ev.seq,
-            ts: ev.ts,
+            at: At::of(ev),
             iteration: ev.iteration.unwrap_or(self.iteration),
-            phase: ev.phase.as_deref().unwrap_or(&self.phase).to_string(),
-            step: ev.step.as_deref().map(str::to_string),
+            quality_phase,
             score: f.score,
             passed: f.passed,
             threshold: f.threshold,
@@ -616,34 +429,34 @@ impl Trace {
             .or_insert(0) += 1;
     }
 
-    fn phase_name(ev: &Event<'_>, p: &Value) -> String {
-        ev.step
-            .as_deref()
-            .map(str::to_string)
-            .or_else(|| s(p, "phase"))
-            .or_else(|| s(p, "name"))
-            .unwrap_or_else(|| "?".into())
+    fn phase_name(&mut self, ev: &Event<'_>, p: &Value) -> Name {
+        let name = match ev.step.as_deref() {
+            Some(n) => return intern(&mut self.names, n),
+            None => s(p, "phase").or_else(|| s(p, "name")),
+        };
+        intern(&mut self.names, name.as_deref().unwrap_or("?"))
     }
 
     fn phase_started(&mut self, ev: &Event<'_>, p: &Value) {
-        let name = Self::phase_name(ev, p);
+        let name = self.phase_name(ev, p);
         let attempt = u(p, "attempt").unwrap_or_else(|| 1 + self.attempts_of(&name, ev.iteration));
         self.count_attempt(&name, ev.iteration);
         self.attempts.push(Attempt {
-            name,
-            kind: s(p, "kind"),
-            iteration: ev.iteration,
             attempt,
             start_seq: ev.seq,
             started: ev.ts,
-            commit_start: s(p, "commit"),
-            worktree_start: s(p, "worktree"),
-            ..Attempt::default()
+            explicit: Some(Box::new(Explicit {
+                kind: s(p, "kind"),
+                commit_start: s(p, "commit"),
+                worktree_start: s(p, "worktree"),
+                ..Explicit::default()
+            })),
+            ..Attempt::new(name, ev.iteration)
         });
     }
 
     fn phase_finished(&mut self, ev: &Event<'_>, p: &Value) {
-        let name = Self::phase_name(ev, p);
+        let name = self.phase_name(ev, p);
         let open = self.attempts.iter().rposition(|a| {
             !a.finished
                 && a.name == name
@@ -656,11 +469,8 @@ impl Trace {
                     u(p, "attempt").unwrap_or_else(|| 1 + self.attempts_of(&name, ev.iteration));
                 self.count_attempt(&name, ev.iteration);
                 self.attempts.push(Attempt {
-                    name,
-                    kind: s(p, "kind"),
-                    iteration: ev.iteration,
                     attempt,
-                    ..Attempt::default()
+                    ..Attempt::new(name, ev.iteration)
                 });
                 self.attempts.len() - 1
             }
@@ -675,23 +485,24 @@ impl Trace {
         {
             a.started = i64::try_from(d).ok().map(|d| Ts(end.0.saturating_sub(d)));
         }
-        a.exit_code = i(p, "exit_code");
-        a.stop_reason = s(p, "stop_reason");
         a.error = s(p, "error");
-        a.verdict = s(p, "verdict");
-        a.marker = marker_text(p);
-        a.commit_end = s(p, "commit");
-        a.worktree_end = s(p, "worktree");
-        a.usage = AgentUsage::from_payload(p);
-        if a.kind.is_none() {
-            a.kind = s(p, "kind");
+        let x = a.explicit.get_or_insert_with(Box::default);
+        x.exit_code = i(p, "exit_code");
+        x.stop_reason = s(p, "stop_reason");
+        x.verdict = s(p, "verdict");
+        x.marker = marker_text(p);
+        x.commit_end = s(p, "commit");
+        x.worktree_end = s(p, "worktree");
+        x.usage = AgentUsage::from_payload(p);
+        if x.kind.is_none() {
+            x.kind = s(p, "kind");
         }
         if let Some(text) = a.error_text() {
             let rec = ErrorRecord {
-                seq: ev.seq,
-                ts: ev.ts,
-                iteration: ev.iteration,
-                phase: Some(a.name.clone()),
+                at: At {
+                    phase: Some(a.name.to_string()),
+                    ..At::of(ev)
+                },
                 source: "phase_finished".into(),
                 text,
             };
@@ -709,9 +520,9 @@ impl Trace {
             .open_step
             .and_then(|i| self.steps.get_mut(i))
             .filter(|st| {
-                st.name == name
+                *st.name == *name
                     && st.iteration == iteration
-                    && st.phase.as_deref() == Some(self.phase.as_str())
+                    && st.phase.as_deref() == Some(&*self.phase)
             });
         let idx = match same {
             Some(st) => {
@@ -725,38 +536,35 @@ impl Trace {
             }
             None if self.lean => {
                 self.drop_repeated_ok_step();
+                let name = intern(&mut self.names, name);
                 self.steps.push(Attempt {
-                    name: name.to_string(),
-                    iteration,
                     phase: Some(self.phase.clone()),
                     derived: true,
                     start_seq: ev.seq,
                     end_seq: ev.seq,
                     finished: true,
-                    ..Attempt::default()
+                    ..Attempt::new(name, iteration)
                 });
                 self.steps.len() - 1
             }
             None => {
-                let phase = Some(self.phase.clone());
+                let name = intern(&mut self.names, name);
                 let seen = self.step_count.entry(iteration).or_default();
                 let attempt = match seen
                     .iter_mut()
-                    .find(|(n, p, _)| n == name && *p == self.phase)
+                    .find(|(n, p, _)| Arc::ptr_eq(n, &name) && Arc::ptr_eq(p, &self.phase))
                 {
                     Some((_, _, count)) => {
                         *count += 1;
                         *count
                     }
                     None => {
-                        seen.push((name.to_string(), self.phase.clone(), 1));
+                        seen.push((name.clone(), self.phase.clone(), 1));
                         1
                     }
                 };
                 self.steps.push(Attempt {
-                    name: name.to_string(),
-                    iteration,
-                    phase,
+                    phase: Some(self.phase.clone()),
                     attempt,
                     derived: true,
                     start_seq: ev.seq,
@@ -765,7 +573,7 @@ impl Trace {
                     ended: ev.ts,
                     duration_ms: delta,
                     finished: true,
-                    ..Attempt::default()
+                    ..Attempt::new(name, iteration)
                 });
                 self.steps.len() - 1
             }

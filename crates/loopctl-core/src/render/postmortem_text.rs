@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::analysis::liveness::RunCondition;
 use crate::analysis::measures::{duration, score};
 use crate::analysis::postmortem::*;
-use crate::fold::trace::{Escalation, Transition};
+use crate::fold::trace::{ErrorRecord, Escalation, Evaluation, Retry, Transition};
 use crate::render::usage_text;
 
 impl Report {
@@ -153,7 +153,12 @@ impl Report {
                 "  {}",
                 sc.points
                     .iter()
-                    .map(|p| format!("{}/{} {}", p.iteration, p.phase, score(p.score)))
+                    .map(|p| format!(
+                        "{}/{} {}",
+                        p.iteration,
+                        p.quality_phase,
+                        score(p.score.unwrap_or(0.0))
+                    ))
                     .collect::<Vec<_>>()
                     .join("  →  ")
             );
@@ -317,13 +322,13 @@ impl Report {
                     let _ = writeln!(
                         o,
                         "| {it} | *evaluation ({})* | | | {} | score {}{} |",
-                        md(&e.phase),
+                        md(&e.quality_phase),
                         pass_word(e.passed),
-                        score(e.score),
-                        if e.failed.is_empty() {
+                        score(e.score.unwrap_or(0.0)),
+                        if e.failed_rules().is_empty() {
                             String::new()
                         } else {
-                            format!("; failed: {}", md(&e.failed.join(", ")))
+                            format!("; failed: {}", md(&e.failed_rules().join(", ")))
                         }
                     );
                 }
@@ -354,7 +359,7 @@ impl Report {
                 sc.sparkline,
                 sc.points
                     .iter()
-                    .map(|p| score(p.score))
+                    .map(|p| score(p.score.unwrap_or(0.0)))
                     .collect::<Vec<_>>()
                     .join(" → "),
                 sc.best.map_or("-".into(), score)
@@ -368,10 +373,10 @@ impl Report {
                     o,
                     "| {} | {} | {} | {} | {} |",
                     p.iteration,
-                    md(&p.phase),
-                    score(p.score),
+                    md(&p.quality_phase),
+                    score(p.score.unwrap_or(0.0)),
                     pass_word(p.passed),
-                    md(&p.failed.join(", "))
+                    md(&p.failed_rules().join(", "))
                 );
             }
         }
@@ -492,17 +497,22 @@ fn pass_word(p: Option<bool>) -> &'static str {
     }
 }
 
-fn score_line(e: &ScorePoint) -> String {
-    let mut t = format!("{} ({}) {}", score(e.score), e.phase, pass_word(e.passed));
-    if !e.failed.is_empty() {
-        let _ = write!(t, "; failed: {}", e.failed.join(", "));
+fn score_line(e: &Evaluation) -> String {
+    let mut t = format!(
+        "{} ({}) {}",
+        score(e.score.unwrap_or(0.0)),
+        e.quality_phase,
+        pass_word(e.passed)
+    );
+    if !e.failed_rules().is_empty() {
+        let _ = write!(t, "; failed: {}", e.failed_rules().join(", "));
     }
     t
 }
 
-fn retry_text(r: &RetryRow) -> String {
-    let mut t = r.phase.clone().unwrap_or_else(|| "?".into());
-    if let Some(i) = r.iteration {
+fn retry_text(r: &Retry) -> String {
+    let mut t = r.at.phase.clone().unwrap_or_else(|| "?".into());
+    if let Some(i) = r.at.iteration {
         let _ = write!(t, " iteration {i}");
     }
     if let (Some(a), Some(n)) = (r.attempt, r.next_attempt) {
@@ -517,12 +527,12 @@ fn retry_text(r: &RetryRow) -> String {
     t
 }
 
-fn error_text(e: &ErrorRow) -> String {
+fn error_text(e: &ErrorRecord) -> String {
     let mut t = String::new();
-    if let Some(p) = &e.phase {
+    if let Some(p) = &e.at.phase {
         let _ = write!(t, "{p} ");
     }
-    if let Some(i) = e.iteration {
+    if let Some(i) = e.at.iteration {
         let _ = write!(t, "(iteration {i}) ");
     }
     let _ = write!(t, "[{}] {}", e.source, e.text);

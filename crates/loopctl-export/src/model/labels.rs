@@ -50,7 +50,7 @@ pub(super) fn exit_reason_label(s: &RunState) -> &'static str {
 }
 
 pub(super) fn stop_reason_label(a: &Attempt) -> String {
-    match a.stop_reason.as_deref() {
+    match a.explicit().stop_reason.as_deref() {
         Some(r) if STOP_REASONS.contains(&r) => r.to_string(),
         Some(_) => "other".into(),
         // aif-loop steps and runner attempts that name none: an error, else a normal end.
@@ -60,7 +60,7 @@ pub(super) fn stop_reason_label(a: &Attempt) -> String {
 }
 
 pub(super) fn kind_label(a: &Attempt) -> String {
-    match a.kind.as_deref() {
+    match a.kind() {
         Some(k @ ("pre" | "loop" | "post")) => k.to_string(),
         _ if a.derived => "step".into(),
         // An attempt whose log names no kind: the runner's default kind (a closed label set).

@@ -27,15 +27,7 @@ fn aif_loop_steps_take_the_gap_to_the_previous_event() {
     let steps: Vec<_> = t
         .phases()
         .iter()
-        .map(|a| {
-            (
-                a.name.as_str(),
-                a.iteration,
-                a.attempt,
-                a.duration_ms,
-                a.outcome(),
-            )
-        })
+        .map(|a| (&*a.name, a.iteration, a.attempt, a.duration_ms, a.outcome()))
         .collect();
     assert_eq!(
         steps,
@@ -96,12 +88,13 @@ fn native_attempts_carry_git_state_verdicts_and_errors() {
         (1, "failed", Some(3900))
     );
     assert_eq!(
-        (b.attempt, b.outcome(), b.verdict.as_deref()),
+        (b.attempt, b.outcome(), b.explicit().verdict.as_deref()),
         (2, "ok", Some("pass"))
     );
-    assert_eq!(b.marker.as_deref(), Some("exit: green"));
+    let x = b.explicit();
+    assert_eq!(x.marker.as_deref(), Some("exit: green"));
     assert_eq!(
-        (b.commit_start.as_deref(), b.commit_end.as_deref()),
+        (x.commit_start.as_deref(), x.commit_end.as_deref()),
         (Some("c1"), Some("c2"))
     );
     assert_eq!(t.retries.len(), 1);
@@ -136,14 +129,7 @@ fn avenor_phase_durations_come_from_the_timestamps() {
     let a: Vec<_> = t
         .phases()
         .iter()
-        .map(|a| {
-            (
-                a.name.as_str(),
-                a.kind.as_deref(),
-                a.duration_ms,
-                a.outcome(),
-            )
-        })
+        .map(|a| (&*a.name, a.kind(), a.duration_ms, a.outcome()))
         .collect();
     assert_eq!(
         a,
