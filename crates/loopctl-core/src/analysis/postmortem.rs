@@ -198,11 +198,12 @@ pub(crate) fn timeline_parts(
     (&rows[..TIMELINE_EDGE], tail - TIMELINE_EDGE, &rows[tail..])
 }
 
-/// Chars of the name `phase_row` gives this attempt, without building it.
-fn row_name_len(a: &Attempt) -> usize {
-    let n = a.name.chars().count();
-    match a.phase.as_deref() {
-        Some(p) if a.derived && p != "A" => n + p.chars().count() + 3,
+/// Chars of the name `phase_row` gives an attempt of `name` in quality phase `phase`, without
+/// building it.
+fn row_name_len(name: &str, phase: Option<&str>, derived: bool) -> usize {
+    let n = name.chars().count();
+    match phase {
+        Some(p) if derived && p != "A" => n + p.chars().count() + 3,
         _ => n,
     }
 }
@@ -329,13 +330,19 @@ impl Report {
             phases: Vec::new(),
             evaluations: Vec::new(),
         };
+        // A trace that kept only the ends of its derived steps (`Trace::ends`) gives those and
+        // the sums of all; else every phase is at hand.
+        let ends = trace.step_ends().filter(|_| trace.attempts.is_empty());
+        debug_assert!(
+            ends.is_none() || !whole,
+            "a whole timeline needs a full trace"
+        );
         // The rows shown when the middle is left out: keys up to `head_last`, from `tail_first`.
-        let mut keys: Vec<Option<u64>> = trace
-            .phases()
-            .iter()
-            .map(|a| a.iteration)
-            .chain(trace.scored().map(|e| Some(e.iteration)))
-            .collect();
+        let mut keys: Vec<Option<u64>> = match ends {
+            Some(e) => e.iterations.clone(),
+            None => trace.phases().iter().map(|a| a.iteration).collect(),
+        };
+        keys.extend(trace.scored().map(|e| Some(e.iteration)));
         keys.dedup(); // runs of one iteration first: far fewer to sort
         keys.sort_unstable();
         keys.dedup();
@@ -353,11 +360,21 @@ impl Report {
             (Some(h), Some(t)) => it <= h || it >= t,
             _ => true,
         };
-        let mut name_width: Option<usize> = None;
-        for a in trace.phases() {
-            name_width = name_width.max(Some(row_name_len(a)));
+        let name_width = match ends {
+            Some(e) => e
+                .names
+                .iter()
+                .map(|(n, p)| row_name_len(n, p.as_deref(), true))
+                .max(),
+            None => trace
+                .phases()
+                .iter()
+                .map(|a| row_name_len(&a.name, a.phase.as_deref(), a.derived))
+                .max(),
+        };
+        let mut add_row = |a: &Attempt| {
             if !shown(a.iteration) {
-                continue;
+                return;
             }
             let r = rows
                 .entry(a.iteration)
@@ -366,6 +383,10 @@ impl Report {
                 r.duration_ms = Some(r.duration_ms.unwrap_or(0).saturating_add(d));
             }
             r.phases.push(phase_row(a));
+        };
+        match ends {
+            Some(e) => e.kept().flat_map(|(_, steps)| steps).for_each(&mut add_row),
+            None => trace.phases().iter().for_each(&mut add_row),
         }
         for e in trace.scored() {
             let it = Some(e.iteration);
@@ -379,11 +400,20 @@ impl Report {
         }
 
         let mut times: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-        for a in trace.phases() {
-            if let Some(d) = a.duration_ms {
-                let t = times.entry(&a.name).or_default();
-                t.0 = t.0.saturating_add(d);
-                t.1 += 1;
+        match ends {
+            Some(e) => times.extend(
+                e.time
+                    .iter()
+                    .map(|(n, total, count)| (&**n, (*total, *count))),
+            ),
+            None => {
+                for a in trace.phases() {
+                    if let Some(d) = a.duration_ms {
+                        let t = times.entry(&a.name).or_default();
+                        t.0 = t.0.saturating_add(d);
+                        t.1 += 1;
+                    }
+                }
             }
         }
         let all: u64 = times.values().map(|t| t.0).fold(0, u64::saturating_add);
@@ -762,6 +792,76 @@ mod tests {
         assert!(whole.to_text().contains("PLAN (B)            "));
         assert_eq!(ends.to_text(), whole.to_text());
         assert_eq!(ends.to_markdown(), whole.to_markdown());
+    }
+
+    /// A long aif-loop run whose iterations come out of order at the end, with failing steps,
+    /// a quality phase B and a step that repeats within an iteration.
+    fn tangled_run(n: u64) -> String {
+        let mut log = String::new();
+        let mut t = 0;
+        let mut line = |it: u64, phase: &str, step: &str, event: &str, payload: &str| {
+            t += 7;
+            log += &format!(
+                r#"{{"ts":"2026-01-01T{:02}:{:02}:{:02}Z","run_id":"x","iteration":{it},"phase":"{phase}","step":"{step}","event":"{event}","payload":{payload}}}"#,
+                t / 3600 % 24,
+                t / 60 % 60,
+                t % 60
+            );
+            log.push('\n');
+        };
+        // Back to the lowest and highest iterations kept at each end of a long timeline, too.
+        for i in (1..=n).chain([3, 0, n + 5, 2, n.saturating_sub(18), 19]) {
+            let phase = if i % 4 == 0 { "B" } else { "A" };
+            line(i, phase, "PLAN", "plan_created", "{}");
+            line(i, phase, "PLAN", "artifact_created", "{}");
+            if i % 5 == 0 {
+                line(
+                    i,
+                    phase,
+                    "PRODUCE_LONG_NAME",
+                    "phase_error",
+                    r#"{"error":"disk full at /tmp/x1"}"#,
+                );
+            }
+            line(i, phase, "PRODUCE_LONG_NAME", "artifact_created", "{}");
+            line(
+                i,
+                phase,
+                "EVALUATE",
+                "evaluation_done",
+                &format!(r#"{{"score":0.{},"failed_rules":["r2","r1"]}}"#, i % 9),
+            );
+        }
+        log
+    }
+
+    #[test]
+    fn a_trace_that_keeps_only_the_timeline_ends_gives_the_same_report() {
+        use crate::fold::trace::Traces;
+        for n in [3, 40, 41, 45, 120] {
+            let log = tangled_run(n);
+            let full = report_with(&log, Report::build);
+            let mut ends = Traces::ends("t", TIMELINE_EDGE);
+            crate::fold::projection::fold_bytes(&mut ends, log.as_bytes(), 1 << 20);
+            let trace = ends.into_runs().remove("x").unwrap_or_default();
+            assert!(
+                trace.steps.len() < 40 || n > 40,
+                "{n}: {}",
+                trace.steps.len()
+            );
+            let state = crate::replay_bytes("t", log.as_bytes()).runs["x"].clone();
+            let verdict = assess(
+                &trace,
+                &Config::default(),
+                None,
+                crate::analysis::liveness::Liveness::Alive,
+            );
+            assert_eq!(verdict, full.stagnation, "{n}");
+            let from_ends = Report::build_ends(&state, &trace, &verdict);
+            assert_eq!(from_ends.to_text(), full.to_text(), "{n}");
+            assert_eq!(from_ends.to_markdown(), full.to_markdown(), "{n}");
+            assert_eq!(from_ends.time_per_phase, full.time_per_phase, "{n}");
+        }
     }
 
     #[test]

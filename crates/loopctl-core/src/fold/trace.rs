@@ -68,12 +68,96 @@ pub struct Trace {
     /// By iteration, then (name, quality phase): an iteration has a handful of steps, and a
     /// look-up by `u64` then a short scan allocates nothing.
     step_count: FxHashMap<Option<u64>, Vec<(Name, Name, u64)>>,
-    /// Folds only what `stagnation::assess` reads (`Trace::lean`).
-    lean: bool,
+    /// What it keeps: everything, or less (`Trace::lean`, `Trace::ends`).
+    mode: Mode,
+    /// `Trace::ends`: the derived steps of the timeline's ends, and the sums of all of them.
+    ends: Option<Box<StepEnds>>,
+    /// `ends`: the last of `steps` has been added to it.
+    last_retired: bool,
     /// Lean: per step name, whether its last kept step ended without an error.
     step_ok: Vec<(Name, bool)>,
-    /// Every name this run uses once (`Name`).
-    names: FxHashSet<Name>,
+    /// Every name this run uses, once.
+    names: Names,
+}
+
+/// What a trace keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Mode {
+    #[default]
+    Full,
+    Lean,
+    Ends,
+}
+
+/// What `Trace::ends` keeps of a run's derived steps: every step of the `edge` lowest and
+/// highest iterations (a text timeline's ends), and of the others only what a report sums.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepEnds {
+    edge: usize,
+    /// Steps by iteration, in log order: the `edge` lowest iterations, and the `edge` highest.
+    pub low: BTreeMap<Option<u64>, Vec<Attempt>>,
+    pub high: BTreeMap<Option<u64>, Vec<Attempt>>,
+    /// Every step's iteration, in log order, without consecutive repeats.
+    pub iterations: Vec<Option<u64>>,
+    /// Per step name: total duration and the number of steps with a known duration.
+    pub time: Vec<(Name, u64, u64)>,
+    /// Every (step name, quality phase) seen, once each.
+    pub names: Vec<(Name, Option<Name>)>,
+}
+
+impl StepEnds {
+    /// Takes in a step that has ended.
+    fn add(&mut self, a: &Attempt) {
+        let k = a.iteration;
+        if self.iterations.last() != Some(&k) {
+            self.iterations.push(k);
+        }
+        if let Some(d) = a.duration_ms {
+            match self.time.iter_mut().find(|t| Arc::ptr_eq(&t.0, &a.name)) {
+                Some(t) => {
+                    t.1 = t.1.saturating_add(d);
+                    t.2 += 1;
+                }
+                None => self.time.push((a.name.clone(), d, 1)),
+            }
+        }
+        let same_phase = |p: &Option<Name>| match (p, &a.phase) {
+            (Some(p), Some(q)) => Arc::ptr_eq(p, q),
+            (p, q) => p.is_none() && q.is_none(),
+        };
+        if !self
+            .names
+            .iter()
+            .any(|(n, p)| Arc::ptr_eq(n, &a.name) && same_phase(p))
+        {
+            self.names.push((a.name.clone(), a.phase.clone()));
+        }
+        // A kept iteration leaves a side only once `edge` others lie beyond it: it can never
+        // come back.
+        if self.low.len() < self.edge || self.low.last_key_value().is_some_and(|(m, _)| k <= *m) {
+            self.low.entry(k).or_default().push(a.clone());
+            if self.low.len() > self.edge {
+                self.low.pop_last();
+            }
+        }
+        if self.high.len() < self.edge || self.high.first_key_value().is_some_and(|(m, _)| k >= *m)
+        {
+            self.high.entry(k).or_default().push(a.clone());
+            if self.high.len() > self.edge {
+                self.high.pop_first();
+            }
+        }
+    }
+
+    /// The kept steps by iteration, lowest first, each iteration once.
+    pub fn kept(&self) -> impl Iterator<Item = (&Option<u64>, &Vec<Attempt>)> {
+        let high_from = self.low.last_key_value().map(|(k, _)| *k);
+        self.low.iter().chain(
+            self.high
+                .iter()
+                .filter(move |(k, _)| high_from.is_none_or(|h| **k > h)),
+        )
+    }
 }
 
 fn s(v: &Value, k: &str) -> Option<String> {
@@ -137,16 +221,28 @@ fn evaluation_reads_payload(payload: Option<&str>) -> bool {
     })
 }
 
-/// The shared copy of `name` in `names`.
-fn intern(names: &mut FxHashSet<Name>, name: &str) -> Name {
-    match names.get(name) {
-        Some(n) => n.clone(),
-        None => {
-            let n: Name = Arc::from(name);
-            names.insert(n.clone());
-            n
-        }
+/// A run's names, each once: two of its names are equal when they are the same `Arc`.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Names {
+    /// The first names: a run has a handful, and a scan beats a hash.
+    few: Vec<Name>,
+    more: FxHashSet<Name>,
+}
+
+fn intern(names: &mut Names, name: &str) -> Name {
+    if let Some(n) = names.few.iter().find(|n| ***n == *name) {
+        return n.clone();
     }
+    if let Some(n) = names.more.get(name) {
+        return n.clone();
+    }
+    let n: Name = Arc::from(name);
+    if names.few.len() < 32 {
+        names.few.push(n.clone());
+    } else {
+        names.more.insert(n.clone());
+    }
+    n
 }
 
 fn gap(from: Option<Ts>, to: Option<Ts>) -> Option<u64> {
@@ -176,8 +272,40 @@ impl Trace {
     /// as one).
     pub fn lean() -> Trace {
         Trace {
-            lean: true,
+            mode: Mode::Lean,
             ..Trace::default()
+        }
+    }
+
+    /// A trace for a timeline that shows only its ends (`Report::build_ends`): of derived steps
+    /// it keeps those of the `edge` lowest and highest iterations and the sums of all of them
+    /// (`StepEnds`), and in `steps`, as `lean` does, only what `stagnation::assess` reads. A
+    /// run of 26k iterations then holds a few hundred steps, not 160k. Explicit attempts are
+    /// all kept. Call `finish` after the last event (`Traces::into_runs` does).
+    pub fn ends(edge: usize) -> Trace {
+        Trace {
+            mode: Mode::Ends,
+            ends: Some(Box::new(StepEnds {
+                edge,
+                ..StepEnds::default()
+            })),
+            ..Trace::default()
+        }
+    }
+
+    /// The derived steps' ends and sums, for a trace made by `Trace::ends` (complete once
+    /// `finish`ed).
+    pub fn step_ends(&self) -> Option<&StepEnds> {
+        self.ends.as_deref()
+    }
+
+    /// After the last event: the last derived step has ended too.
+    pub fn finish(&mut self) {
+        if let (Some(ends), Some(last)) = (self.ends.as_deref_mut(), self.steps.last())
+            && !self.last_retired
+        {
+            ends.add(last);
+            self.last_retired = true;
         }
     }
 
@@ -237,7 +365,7 @@ impl Trace {
 
         // Most events need nothing from their payload here (the facts have what they do):
         // decoding it is most of the cost of a trace.
-        let p = if needs_payload(ev, self.loop_started, self.lean) {
+        let p = if needs_payload(ev, self.loop_started, self.mode == Mode::Lean) {
             ev.payload_value()
         } else {
             Value::Null
@@ -263,7 +391,7 @@ impl Trace {
             }
             Kind::PhaseStarted => self.phase_started(ev, &p),
             Kind::PhaseFinished => self.phase_finished(ev, &p),
-            Kind::PhaseRetry | Kind::Escalated | Kind::Transition if self.lean => {}
+            Kind::PhaseRetry | Kind::Escalated | Kind::Transition if self.mode == Mode::Lean => {}
             Kind::PhaseRetry => self.retries.push(Retry {
                 at: At::of(ev),
                 attempt: u(&p, "attempt"),
@@ -534,7 +662,7 @@ impl Trace {
                 };
                 self.open_step.unwrap_or(0)
             }
-            None if self.lean => {
+            None if self.mode == Mode::Lean => {
                 self.drop_repeated_ok_step();
                 let name = intern(&mut self.names, name);
                 self.steps.push(Attempt {
@@ -548,6 +676,11 @@ impl Trace {
                 self.steps.len() - 1
             }
             None => {
+                if self.mode == Mode::Ends {
+                    self.finish();
+                    self.drop_repeated_ok_step();
+                    self.last_retired = false;
+                }
                 let name = intern(&mut self.names, name);
                 let seen = self.step_count.entry(iteration).or_default();
                 let attempt = match seen
@@ -599,7 +732,11 @@ impl Trace {
             return;
         };
         let ok = !last.failed();
-        match self.step_ok.iter_mut().find(|(n, _)| *n == last.name) {
+        match self
+            .step_ok
+            .iter_mut()
+            .find(|(n, _)| Arc::ptr_eq(n, &last.name))
+        {
             Some((_, prev_ok)) if ok && *prev_ok => {
                 self.steps.pop();
             }
@@ -614,8 +751,10 @@ impl Trace {
 #[derive(Debug, Clone, Default)]
 pub struct Traces {
     default_run: String,
-    /// Every run's trace is `Trace::lean`.
-    lean: bool,
+    /// What every run's trace keeps.
+    mode: Mode,
+    /// `Mode::Ends`: iterations kept at each end.
+    edge: usize,
     /// By run id; hashed while folding (a log can hold thousands of runs), sorted by
     /// `into_runs`.
     runs: FxHashMap<String, Trace>,
@@ -625,7 +764,8 @@ impl Traces {
     pub fn new(default_run: &str) -> Traces {
         Traces {
             default_run: default_run.to_string(),
-            lean: false,
+            mode: Mode::Full,
+            edge: 0,
             runs: FxHashMap::default(),
         }
     }
@@ -633,7 +773,16 @@ impl Traces {
     /// Traces that are `Trace::lean`: what `stagnation` reads.
     pub fn lean(default_run: &str) -> Traces {
         Traces {
-            lean: true,
+            mode: Mode::Lean,
+            ..Traces::new(default_run)
+        }
+    }
+
+    /// Traces that are `Trace::ends(edge)`: what a text or Markdown postmortem reads.
+    pub fn ends(default_run: &str, edge: usize) -> Traces {
+        Traces {
+            mode: Mode::Ends,
+            edge,
             ..Traces::new(default_run)
         }
     }
@@ -641,7 +790,8 @@ impl Traces {
     /// An empty set of the same kind, for another shard of a fold.
     pub fn fork(&self) -> Traces {
         Traces {
-            lean: self.lean,
+            mode: self.mode,
+            edge: self.edge,
             ..Traces::new(&self.default_run)
         }
     }
@@ -650,13 +800,14 @@ impl Traces {
         let key = ev.run_id.as_deref().unwrap_or(&self.default_run);
         let t = match self.runs.get_mut(key) {
             Some(t) => t,
-            None => self.runs.entry(key.to_string()).or_insert_with(|| {
-                if self.lean {
-                    Trace::lean()
-                } else {
-                    Trace::default()
-                }
-            }),
+            None => self
+                .runs
+                .entry(key.to_string())
+                .or_insert_with(|| match self.mode {
+                    Mode::Full => Trace::default(),
+                    Mode::Lean => Trace::lean(),
+                    Mode::Ends => Trace::ends(self.edge),
+                }),
         };
         if t.run_id.is_none() {
             t.run_id = Some(key.to_string());
@@ -674,8 +825,15 @@ impl Traces {
         self.runs.extend(other.runs);
     }
 
+    /// The runs' traces, each `finish`ed.
     pub fn into_runs(self) -> BTreeMap<String, Trace> {
-        self.runs.into_iter().collect()
+        self.runs
+            .into_iter()
+            .map(|(id, mut t)| {
+                t.finish();
+                (id, t)
+            })
+            .collect()
     }
 }
 

@@ -1,13 +1,13 @@
 //! `loopctl postmortem RUN`: what happened to a run, as text, Markdown or JSON.
 
 use clap::Args as ClapArgs;
-use loopctl_core::analysis::postmortem::{Format, Report};
+use loopctl_core::analysis::postmortem::{Format, Report, TIMELINE_EDGE};
 use loopctl_core::analysis::stagnation::assess;
-use loopctl_core::fold::trace::Trace;
+use loopctl_core::fold::trace::{Trace, Traces};
 use loopctl_store::snapshot::folder_run;
 
 use super::Ctx;
-use super::stagnation::{ConfigArgs, load, now};
+use super::stagnation::{ConfigArgs, load_with, now};
 use crate::{exit, output};
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -52,8 +52,20 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let format = match (a.json, a.format) {
+        (true, _) | (_, Some(FormatArg::Json)) => Format::Json,
+        (_, Some(FormatArg::Md)) => Format::Markdown,
+        _ => Format::Text,
+    };
+    // Text and Markdown show a long timeline's ends: the traces keep no more of it.
+    let whole = format == Format::Json || a.full_timeline;
     let run = ctx.target(&a.target)?;
-    let loaded = load(ctx, run)?;
+    let traces = if whole {
+        Traces::new(&run.name)
+    } else {
+        Traces::ends(&run.name, TIMELINE_EDGE)
+    };
+    let loaded = load_with(ctx, run, traces)?;
     let runs = &loaded.outcome.runs;
     if runs.is_empty() {
         return Ok(super::no_event(&loaded.run.log));
@@ -80,12 +92,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let now = now();
     let (standing, _) = ctx.standing(&loaded.run, state, now, &Default::default());
     let verdict = assess(trace, &a.config.config()?, Some(now), standing.runner);
-    let format = match (a.json, a.format) {
-        (true, _) | (_, Some(FormatArg::Json)) => Format::Json,
-        (_, Some(FormatArg::Md)) => Format::Markdown,
-        _ => Format::Text,
-    };
-    let mut report = if format == Format::Json || a.full_timeline {
+    let mut report = if whole {
         Report::build(state, trace, &verdict)
     } else {
         Report::build_ends(state, trace, &verdict)

@@ -140,11 +140,6 @@ impl Loaded {
     }
 }
 
-/// The projections `load` folds a log into: run states and traces, in one read.
-fn projections(run: &RunRef) -> (Replay, Traces) {
-    (Replay::new(&run.name), Traces::new(&run.name))
-}
-
 /// What `stagnation` folds a log into: run states and lean traces (only what the detectors
 /// read), in one read.
 fn lean_projections(run: &RunRef) -> (Replay, Traces) {
@@ -164,9 +159,14 @@ fn loaded(run: RunRef, folded: loopctl_store::Result<(Replay, Traces)>) -> anyho
     })
 }
 
-/// Replays `run`'s log into states and traces (see `loaded`).
-pub fn load(ctx: &Ctx, run: RunRef) -> anyhow::Result<Loaded> {
-    let folded = fold_file(&run.log, &ctx.opts_for(&run), projections(&run));
+/// Replays `run`'s log into states and into `traces` (empty: `Traces::new`, or `Traces::ends`
+/// for a report that shows a timeline's ends); see `loaded`.
+pub fn load_with(ctx: &Ctx, run: RunRef, traces: Traces) -> anyhow::Result<Loaded> {
+    let folded = fold_file(
+        &run.log,
+        &ctx.opts_for(&run),
+        (Replay::new(&run.name), traces),
+    );
     loaded(run, folded)
 }
 
