@@ -94,9 +94,9 @@ enum Mode {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepEnds {
     edge: usize,
-    /// Steps by iteration, in log order: the `edge` lowest iterations, and the `edge` highest.
-    pub low: BTreeMap<Option<u64>, Vec<Attempt>>,
-    pub high: BTreeMap<Option<u64>, Vec<Attempt>>,
+    /// Steps by iteration, in log order, of the `edge` lowest iterations and the `edge`
+    /// highest.
+    pub kept: BTreeMap<Option<u64>, Vec<Attempt>>,
     /// Every step's iteration, in log order, without consecutive repeats.
     pub iterations: Vec<Option<u64>>,
     /// Per step name: total duration and the number of steps with a known duration.
@@ -132,31 +132,23 @@ impl StepEnds {
         {
             self.names.push((a.name.clone(), a.phase.clone()));
         }
-        // A kept iteration leaves a side only once `edge` others lie beyond it: it can never
-        // come back.
-        if self.low.len() < self.edge || self.low.last_key_value().is_some_and(|(m, _)| k <= *m) {
-            self.low.entry(k).or_default().push(a.clone());
-            if self.low.len() > self.edge {
-                self.low.pop_last();
-            }
+        if let Some(steps) = self.kept.get_mut(&k) {
+            steps.push(a.clone());
+            return;
         }
-        if self.high.len() < self.edge || self.high.first_key_value().is_some_and(|(m, _)| k >= *m)
+        self.kept.insert(k, vec![a.clone()]);
+        // Of `2 * edge + 1` iterations the middle one is neither among the lowest `edge` nor the
+        // highest, and never will be, whatever comes next.
+        if self.kept.len() > 2 * self.edge
+            && let Some(m) = self.kept.keys().nth(self.edge).copied()
         {
-            self.high.entry(k).or_default().push(a.clone());
-            if self.high.len() > self.edge {
-                self.high.pop_first();
-            }
+            self.kept.remove(&m);
         }
     }
 
-    /// The kept steps by iteration, lowest first, each iteration once.
+    /// The kept steps by iteration, lowest first.
     pub fn kept(&self) -> impl Iterator<Item = (&Option<u64>, &Vec<Attempt>)> {
-        let high_from = self.low.last_key_value().map(|(k, _)| *k);
-        self.low.iter().chain(
-            self.high
-                .iter()
-                .filter(move |(k, _)| high_from.is_none_or(|h| **k > h)),
-        )
+        self.kept.iter()
     }
 }
 
