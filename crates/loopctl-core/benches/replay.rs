@@ -3,7 +3,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use loopctl_core::analysis::liveness::Liveness;
-use loopctl_core::analysis::postmortem::{Format, Report};
+use loopctl_core::analysis::postmortem::{Format, Report, TIMELINE_EDGE};
 use loopctl_core::analysis::stagnation::{Config, assess};
 use loopctl_core::fold::counts::{ChunkTally, Tally};
 use loopctl_core::fold::fold_bytes;
@@ -75,25 +75,8 @@ fn bench(c: &mut Criterion) {
                 .count()
         })
     });
-    // `postmortem FILE`: the same read, then one run's report rendered.
-    g.bench_function("postmortem", |b| {
-        b.iter(|| {
-            let (replay, traces) = fold_log(&log, Traces::new("bench"));
-            let outcome = replay.finish();
-            let traces = traces.into_runs();
-            let (id, state) = outcome.runs.iter().next_back().unwrap();
-            let trace = &traces[id];
-            let verdict = assess(
-                trace,
-                &Config::default(),
-                Some(Ts::from_millis(0)),
-                Liveness::Unknown,
-            );
-            Report::build(state, trace, &verdict)
-                .render(Format::Text)
-                .len()
-        })
-    });
+    // `postmortem FILE`: the same read, then one run's report rendered as text.
+    g.bench_function("postmortem", |b| b.iter(|| postmortem_text(&log)));
     g.finish();
     // One run of many events: the traces' folds must stay linear in the run's length.
     let single = generated_log(1, 32_000);
@@ -110,10 +93,33 @@ fn bench(c: &mut Criterion) {
                 .count()
         })
     });
+    g.bench_function("postmortem", |b| b.iter(|| postmortem_text(&single)));
     g.finish();
 }
 
-/// What `stagnation` (lean traces) and `postmortem` (full traces) fold a log into, in one pass.
+/// What `postmortem FILE` does: states and traces that keep a timeline's ends, in one pass,
+/// then the last run's report as text.
+fn postmortem_text(log: &[u8]) -> usize {
+    let (replay, traces) = fold_log(log, Traces::ends("bench", TIMELINE_EDGE));
+    let outcome = replay.finish();
+    let traces = traces.into_runs();
+    let Some((id, state)) = outcome.runs.iter().next_back() else {
+        return 0;
+    };
+    let trace = &traces[id];
+    let verdict = assess(
+        trace,
+        &Config::default(),
+        Some(Ts::from_millis(0)),
+        Liveness::Unknown,
+    );
+    Report::build_ends(state, trace, &verdict)
+        .render(Format::Text)
+        .len()
+}
+
+/// What `stagnation` (lean traces) and `postmortem` (`Traces::ends`) fold a log into, in one
+/// pass.
 fn fold_log(log: &[u8], traces: Traces) -> (Replay, Traces) {
     let mut p = (Replay::new("bench"), traces);
     fold_bytes(&mut p, log, 1 << 20);
