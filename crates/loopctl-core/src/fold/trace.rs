@@ -74,6 +74,10 @@ pub struct Trace {
     ends: Option<Box<StepEnds>>,
     /// `ends`: the last of `steps` has been added to it.
     last_retired: bool,
+    /// `Trace::ends`: iterations kept at each end, and how often a step's iteration differed
+    /// from the step's before (`ends` starts after `4 * edge`).
+    edge: usize,
+    iteration_changes: usize,
     /// Lean: per step name, whether its last kept step ended without an error.
     step_ok: Vec<(Name, bool)>,
     /// Every name this run uses, once.
@@ -273,20 +277,42 @@ impl Trace {
     /// it keeps those of the `edge` lowest and highest iterations and the sums of all of them
     /// (`StepEnds`), and in `steps`, as `lean` does, only what `stagnation::assess` reads. A
     /// run of 26k iterations then holds a few hundred steps, not 160k. Explicit attempts are
-    /// all kept. Call `finish` after the last event (`Traces::into_runs` does).
+    /// all kept. A short run keeps every step as a full trace does (less bookkeeping) until
+    /// its steps have changed iteration `4 * edge` times. Call `finish` after the last event
+    /// (`Traces::into_runs` does).
     pub fn ends(edge: usize) -> Trace {
         Trace {
             mode: Mode::Ends,
-            ends: Some(Box::new(StepEnds {
-                edge,
-                ..StepEnds::default()
-            })),
+            edge,
             ..Trace::default()
         }
     }
 
-    /// The derived steps' ends and sums, for a trace made by `Trace::ends` (complete once
-    /// `finish`ed).
+    /// `Trace::ends`, once the run is long: the steps so far go through `StepEnds` as if it
+    /// had been there from the start.
+    fn start_ends(&mut self) {
+        self.ends = Some(Box::new(StepEnds {
+            edge: self.edge,
+            ..StepEnds::default()
+        }));
+        let open = self.open_step.is_some();
+        for st in std::mem::take(&mut self.steps) {
+            self.retire_last_step();
+            self.steps.push(st);
+        }
+        self.open_step = open.then(|| self.steps.len() - 1);
+    }
+
+    /// `Trace::ends`: a new step begins, so the last one has ended: into `StepEnds`, and out
+    /// of `steps` unless the detectors read it.
+    fn retire_last_step(&mut self) {
+        self.finish();
+        self.drop_repeated_ok_step();
+        self.last_retired = false;
+    }
+
+    /// The derived steps' ends and sums, for a long run's trace made by `Trace::ends` (complete
+    /// once `finish`ed); `None` when every step is in `steps`.
     pub fn step_ends(&self) -> Option<&StepEnds> {
         self.ends.as_deref()
     }
@@ -669,9 +695,19 @@ impl Trace {
             }
             None => {
                 if self.mode == Mode::Ends {
-                    self.finish();
-                    self.drop_repeated_ok_step();
-                    self.last_retired = false;
+                    if self
+                        .steps
+                        .last()
+                        .is_some_and(|st| st.iteration != iteration)
+                    {
+                        self.iteration_changes += 1;
+                    }
+                    if self.ends.is_some() {
+                        self.retire_last_step();
+                    } else if self.iteration_changes > 4 * self.edge {
+                        self.start_ends();
+                        self.retire_last_step();
+                    }
                 }
                 let name = intern(&mut self.names, name);
                 let seen = self.step_count.entry(iteration).or_default();
