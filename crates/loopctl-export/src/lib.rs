@@ -5,6 +5,7 @@
 pub mod encode;
 pub mod feed;
 pub mod model;
+pub mod otel;
 pub mod serve;
 pub mod textfile;
 

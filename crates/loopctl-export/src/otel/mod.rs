@@ -1,0 +1,8 @@
+//! OpenTelemetry: runs as OTLP traces. `model` folds a log into spans (pure), `ids` derives
+//! their ids from the log, `config` reads the standard OTEL_* settings, `send` hands spans to
+//! the OTLP/HTTP exporter, and `live` feeds the runner's events through the same model.
+
+pub mod ids;
+pub mod model;
+
+pub use model::{OtelRuns, RunSpans, Span};
