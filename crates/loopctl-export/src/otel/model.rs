@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use loopctl_core::fold::run_state::{RunState, Status, apply_mut};
 use loopctl_core::fold::trace::{Attempt, Trace};
-use loopctl_core::fold::{Line, Projection, Split};
+use loopctl_core::fold::{Damage, Line, Projection, Split};
 use loopctl_core::{Dialect, Event, Kind};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
@@ -206,8 +206,8 @@ fn task_result(a: &Attempt) -> &'static str {
         _ if !a.failed() => "success",
         Some("timeout") => "timeout",
         Some("cancelled") => "cancellation",
-        // Never started (no process, so no exit code): the runner's error, not the phase's.
-        _ if a.exit_code.is_none() && a.error.is_some() && a.stop_reason.is_none() => "error",
+        // The runner could not start it (no exit code, or the shell's 127): not the phase's.
+        Some("error") if a.exit_code.is_none_or(|c| c == 127) => "error",
         _ => "failure",
     }
 }
@@ -638,6 +638,8 @@ impl RunSpans {
 pub struct OtelRuns {
     default_run: String,
     runs: FxHashMap<String, RunSpans>,
+    /// Lines that are no event, for the caller to report (they are skipped).
+    damaged: Vec<(Line, Damage)>,
 }
 
 impl OtelRuns {
@@ -645,7 +647,39 @@ impl OtelRuns {
         OtelRuns {
             default_run: default_run.to_string(),
             runs: FxHashMap::default(),
+            damaged: Vec::new(),
         }
+    }
+
+    /// The damaged lines met, in file order.
+    pub fn damaged(&self) -> &[(Line, Damage)] {
+        &self.damaged
+    }
+
+    /// Every span of every run, runs in id order.
+    pub fn spans(&self) -> Vec<Span> {
+        let mut ids: Vec<&String> = self.runs.keys().collect();
+        ids.sort();
+        ids.into_iter()
+            .flat_map(|id| self.runs[id].spans())
+            .collect()
+    }
+
+    pub fn run_count(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Runs whose log gives no timestamp at all: no span can be placed in time, so none is
+    /// made (an Avenor session stream, say).
+    pub fn untimed(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self
+            .runs
+            .values()
+            .filter(|r| r.sessions.iter().all(|s| s.start_ms.is_none()))
+            .map(RunSpans::run_id)
+            .collect();
+        v.sort();
+        v
     }
 
     pub fn apply(&mut self, ev: &Event<'_>) {
@@ -668,6 +702,9 @@ impl Projection for OtelRuns {
     fn event(&mut self, _line: Line, ev: &Event<'_>) {
         self.apply(ev);
     }
+    fn damaged(&mut self, line: Line, damage: &Damage) {
+        self.damaged.push((line, damage.clone()));
+    }
 }
 
 impl Split for OtelRuns {
@@ -676,6 +713,8 @@ impl Split for OtelRuns {
     }
     fn join(&mut self, other: Self) {
         self.runs.extend(other.runs);
+        self.damaged.extend(other.damaged);
+        self.damaged.sort_by_key(|(l, _)| l.pos.offset);
     }
 }
 

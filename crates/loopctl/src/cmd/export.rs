@@ -1,12 +1,12 @@
 use std::path::PathBuf;
 
 use clap::{Args as ClapArgs, Subcommand};
-use loopctl_export::{Options, textfile};
+use loopctl_export::{Options, otel, textfile};
 
 use super::Ctx;
 use crate::{exit, output};
 
-/// Export metrics rebuilt from the logs.
+/// Export metrics (Prometheus) or traces (OpenTelemetry) rebuilt from the logs.
 #[derive(ClapArgs)]
 pub struct Args {
     #[command(subcommand)]
@@ -16,6 +16,38 @@ pub struct Args {
 #[derive(Subcommand)]
 enum Format {
     Prometheus(PromArgs),
+    Otel(OtelArgs),
+}
+
+/// Replay the logs and send every run as an OpenTelemetry trace (OTLP/HTTP, protobuf) with
+/// its original timestamps: one root span `RUN <loop>` per session, a child span per phase
+/// attempt (aif-loop: per step), evaluations, retries and decisions as events. Ids are derived
+/// from the run id and seq, so exporting a log twice gives the same trace (a backend
+/// deduplicates) and the trace `run` sent live. docs/otel.md describes the spans.
+///
+/// The endpoint is --endpoint, else $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (as is), else
+/// $OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces, else http://localhost:4318/v1/traces. Also
+/// honoured: OTEL_EXPORTER_OTLP_HEADERS (and _TRACES_HEADERS), OTEL_SERVICE_NAME (default
+/// loopctl), OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_TIMEOUT.
+///
+/// Exit codes: 0 sent; 1 under --strict when a log has damaged lines; 2 error (no such run,
+/// root or log, or the collector could not be reached or refused the spans: the endpoint is
+/// named).
+#[derive(ClapArgs)]
+#[command(
+    after_help = "Examples:\n  loopctl export otel                       # every run under the root\n  \
+loopctl export otel fixtures/avenor-loop --endpoint http://collector:4318\n  \
+OTEL_EXPORTER_OTLP_HEADERS='x-honeycomb-team=KEY' loopctl export otel my-task"
+)]
+struct OtelArgs {
+    /// Roots (folders of run folders), run folders, log files or run ids (default: the root).
+    paths: Vec<String>,
+    /// Collector base URL (http://host:4318); /v1/traces is appended.
+    #[arg(long, value_name = "URL")]
+    endpoint: Option<String>,
+    /// Print what was sent as JSON on stdout ({"endpoint","logs","runs","spans"}).
+    #[arg(long)]
+    json: bool,
 }
 
 /// Replay the logs once and write their metrics in Prometheus text format, as node_exporter's
@@ -56,7 +88,58 @@ struct PromArgs {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let Format::Prometheus(a) = a.format;
+    match a.format {
+        Format::Prometheus(a) => prometheus(ctx, a),
+        Format::Otel(a) => otel(ctx, a),
+    }
+}
+
+fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
+    let specs = if a.paths.is_empty() {
+        vec![ctx.root.display().to_string()]
+    } else {
+        a.paths
+    };
+    let runs = otel::replay::runs(&specs, |s| ctx.resolve(Some(s)))?;
+    let sender = otel::Sender::new(&otel::Config::from_env(a.endpoint.as_deref()))?;
+    let mut damaged = 0usize;
+    let done = otel::replay::export(&runs, &ctx.read, &sender, &mut |log, line, d| {
+        damaged += 1;
+        let (_, reason) = d.finding(line);
+        output::warn(&format!(
+            "{}:{}: byte {}: {reason}; skipped",
+            log.display(),
+            line.pos.line,
+            line.pos.offset
+        ));
+    })?;
+    for (log, run) in &done.untimed {
+        output::warn(&format!(
+            "{}: run {run} has no timestamps; no span sent",
+            log.display()
+        ));
+    }
+    if a.json {
+        output::json_pretty(&serde_json::json!({
+            "endpoint": sender.url(), "logs": done.logs, "runs": done.runs, "spans": done.spans
+        }));
+    } else {
+        output::note(&format!(
+            "sent {} span(s) of {} run(s) in {} log(s) to {}",
+            done.spans,
+            done.runs,
+            done.logs,
+            sender.url()
+        ));
+    }
+    if ctx.strict && damaged > 0 {
+        output::error(&format!("{damaged} damaged line(s) (--strict)"));
+        return Ok(exit::FINDINGS);
+    }
+    Ok(exit::OK)
+}
+
+fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
     let paths = if a.paths.is_empty() {
         vec![ctx.root.clone()]
     } else {

@@ -1,0 +1,165 @@
+//! Where spans go and how the service is named: the standard OTEL_* variables, read through a
+//! getter so the rules are testable without touching the process environment.
+
+pub const ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+pub const TRACES_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+pub const HEADERS: &str = "OTEL_EXPORTER_OTLP_HEADERS";
+pub const TRACES_HEADERS: &str = "OTEL_EXPORTER_OTLP_TRACES_HEADERS";
+pub const SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
+pub const RESOURCE_ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
+/// The OTLP/HTTP default (a collector on this machine).
+pub const DEFAULT_ENDPOINT: &str = "http://localhost:4318";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The full URL spans are POSTed to (`.../v1/traces`).
+    pub traces_url: String,
+    pub headers: Vec<(String, String)>,
+    pub service_name: String,
+    /// `OTEL_RESOURCE_ATTRIBUTES`, in order (service.name from it unless OTEL_SERVICE_NAME).
+    pub resource: Vec<(String, String)>,
+}
+
+fn set(env: &impl Fn(&str) -> Option<String>, k: &str) -> Option<String> {
+    env(k).filter(|v| !v.trim().is_empty())
+}
+
+/// `a=b,c=d` with percent-encoded values (the W3C baggage shape the OTel spec uses for
+/// headers and resource attributes); malformed pairs are skipped, as the spec allows.
+pub fn parse_pairs(s: &str) -> Vec<(String, String)> {
+    s.split(',')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            let k = k.trim();
+            (!k.is_empty()).then(|| (k.to_string(), percent_decode(v.trim())))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |j: usize| b.get(j).and_then(|c| (*c as char).to_digit(16));
+        match (b[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Config {
+    /// `flag` (`--endpoint`, `--otlp-endpoint`) is a base URL like OTEL_EXPORTER_OTLP_ENDPOINT;
+    /// it wins over the variables. A signal-specific variable is used as is, a base gets
+    /// `/v1/traces` appended (the OTLP exporter spec).
+    pub fn resolve(flag: Option<&str>, env: impl Fn(&str) -> Option<String>) -> Config {
+        let base = |b: &str| format!("{}/v1/traces", b.trim_end_matches('/'));
+        let traces_url = match (flag, set(&env, TRACES_ENDPOINT), set(&env, ENDPOINT)) {
+            (Some(f), _, _) if !f.is_empty() => base(f),
+            (_, Some(t), _) => t,
+            (_, _, Some(b)) => base(&b),
+            _ => base(DEFAULT_ENDPOINT),
+        };
+        let headers = set(&env, TRACES_HEADERS)
+            .or_else(|| set(&env, HEADERS))
+            .map(|h| parse_pairs(&h))
+            .unwrap_or_default();
+        let resource: Vec<(String, String)> = set(&env, RESOURCE_ATTRIBUTES)
+            .map(|r| parse_pairs(&r))
+            .unwrap_or_default();
+        let service_name = set(&env, SERVICE_NAME)
+            .or_else(|| {
+                resource
+                    .iter()
+                    .find(|(k, _)| k == "service.name")
+                    .map(|(_, v)| v.clone())
+            })
+            .unwrap_or_else(|| "loopctl".into());
+        Config {
+            traces_url,
+            headers,
+            service_name,
+            resource,
+        }
+    }
+
+    /// The live export's settings: only when an endpoint is named (`flag` or a variable).
+    pub fn live(flag: Option<&str>, env: impl Fn(&str) -> Option<String>) -> Option<Config> {
+        let named = flag.is_some_and(|f| !f.is_empty())
+            || set(&env, ENDPOINT).is_some()
+            || set(&env, TRACES_ENDPOINT).is_some();
+        named.then(|| Config::resolve(flag, env))
+    }
+
+    /// `resolve` from the process environment.
+    pub fn from_env(flag: Option<&str>) -> Config {
+        Config::resolve(flag, |k| std::env::var(k).ok())
+    }
+
+    /// `live` from the process environment.
+    pub fn live_from_env(flag: Option<&str>) -> Option<Config> {
+        Config::live(flag, |k| std::env::var(k).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let v: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| v.iter().find(|(n, _)| n == k).map(|(_, x)| x.clone())
+    }
+
+    #[test]
+    fn endpoint_precedence_follows_the_otlp_spec() {
+        let c = Config::resolve(None, env(&[]));
+        assert_eq!(c.traces_url, "http://localhost:4318/v1/traces");
+        assert_eq!(c.service_name, "loopctl");
+        let c = Config::resolve(None, env(&[(ENDPOINT, "http://c:4318/")]));
+        assert_eq!(c.traces_url, "http://c:4318/v1/traces");
+        let both = [(ENDPOINT, "http://c:4318"), (TRACES_ENDPOINT, "http://t/x")];
+        assert_eq!(Config::resolve(None, env(&both)).traces_url, "http://t/x");
+        let c = Config::resolve(Some("http://f:1"), env(&both));
+        assert_eq!(c.traces_url, "http://f:1/v1/traces");
+        assert!(Config::live(None, env(&[])).is_none());
+        assert!(Config::live(None, env(&[(ENDPOINT, "http://c")])).is_some());
+        assert!(Config::live(Some("http://f"), env(&[])).is_some());
+    }
+
+    #[test]
+    fn headers_service_and_resource_attributes() {
+        let c = Config::resolve(
+            None,
+            env(&[
+                (HEADERS, "a=1,x-key=s%20p, bad"),
+                (RESOURCE_ATTRIBUTES, "service.name=fleet,host.name=h1"),
+            ]),
+        );
+        assert_eq!(
+            c.headers,
+            [("a".into(), "1".into()), ("x-key".into(), "s p".into())]
+        );
+        assert_eq!(c.service_name, "fleet");
+        assert_eq!(c.resource.len(), 2);
+        let c = Config::resolve(
+            None,
+            env(&[
+                (SERVICE_NAME, "svc"),
+                (RESOURCE_ATTRIBUTES, "service.name=x"),
+            ]),
+        );
+        assert_eq!(c.service_name, "svc");
+    }
+}

@@ -1,0 +1,276 @@
+//! `export otel` and the runner's live export against an in-test OTLP receiver: span tree,
+//! parents, timestamps, ids, status and attributes, for each dialect and the real corpus.
+
+#[path = "otel/receiver.rs"]
+mod receiver;
+
+use std::collections::{HashMap, HashSet};
+
+use assert_cmd::Command;
+use loopctl_tests::shared;
+use opentelemetry_proto::tonic::trace::v1::{Span, span::SpanKind, status::StatusCode};
+use receiver::{Receiver, attrs};
+
+fn loopctl() -> Command {
+    let mut c = Command::cargo_bin("loopctl").unwrap();
+    for k in [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "OTEL_SERVICE_NAME",
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "LOOPCTL_ROOT",
+    ] {
+        c.env_remove(k);
+    }
+    c
+}
+
+fn fixture(name: &str) -> String {
+    loopctl_tests::repo()
+        .join("fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// `export otel PATHS` into a fresh receiver; the spans it got.
+fn export(paths: &[&str]) -> Vec<Span> {
+    export_with_stderr(paths).0
+}
+
+fn export_with_stderr(paths: &[&str]) -> (Vec<Span>, String) {
+    let r = Receiver::start();
+    let out = loopctl()
+        .args(["export", "otel", "--endpoint", &r.base])
+        .args(paths)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    (r.spans(), err)
+}
+
+fn a(s: &Span) -> HashMap<String, String> {
+    attrs(&s.attributes)
+}
+
+fn ns(rfc3339: &str) -> u64 {
+    let t = time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
+        .unwrap();
+    t.unix_timestamp_nanos() as u64
+}
+
+fn roots(spans: &[Span]) -> Vec<&Span> {
+    spans
+        .iter()
+        .filter(|s| s.parent_span_id.is_empty())
+        .collect()
+}
+
+/// Every span's parent is a root of its trace; ids are well formed and non-zero; times are
+/// ordered; ids are unique.
+fn assert_tree(spans: &[Span]) {
+    let root_ids: HashSet<(&[u8], &[u8])> = roots(spans)
+        .iter()
+        .map(|r| (r.trace_id.as_slice(), r.span_id.as_slice()))
+        .collect();
+    let mut seen = HashSet::new();
+    for s in spans {
+        assert_eq!(s.trace_id.len(), 16);
+        assert_eq!(s.span_id.len(), 8);
+        assert!(s.trace_id.iter().any(|b| *b != 0) && s.span_id.iter().any(|b| *b != 0));
+        assert!(s.end_time_unix_nano >= s.start_time_unix_nano, "{}", s.name);
+        assert!(s.start_time_unix_nano > 0);
+        assert!(
+            seen.insert(s.span_id.clone()),
+            "duplicate span id in {}",
+            s.name
+        );
+        if !s.parent_span_id.is_empty() {
+            assert!(
+                root_ids.contains(&(s.trace_id.as_slice(), s.parent_span_id.as_slice())),
+                "{}: parent is no root of its trace",
+                s.name
+            );
+            assert_eq!(s.kind, SpanKind::Internal as i32);
+        } else {
+            assert_eq!(s.kind, SpanKind::Server as i32);
+            assert!(s.name.starts_with("RUN "));
+        }
+    }
+}
+
+fn sorted_ids(spans: &[Span]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut v: Vec<_> = spans
+        .iter()
+        .map(|s| (s.trace_id.clone(), s.span_id.clone()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn native_log_as_a_trace_with_original_times_and_stable_ids() {
+    let f = fixture("native-clean");
+    let spans = export(&[&f]);
+    assert_tree(&spans);
+    let rs = roots(&spans);
+    assert_eq!(rs.len(), 1);
+    let root = rs[0];
+    assert_eq!(root.name, "RUN native-clean");
+    assert_eq!(root.start_time_unix_nano, ns("2026-03-01T09:00:00.125Z"));
+    assert_eq!(root.end_time_unix_nano, ns("2026-03-01T09:05:01.000Z"));
+    let ra = a(root);
+    assert_eq!(ra["cicd.pipeline.name"], "native-clean");
+    assert_eq!(ra["cicd.pipeline.run.id"], "native-clean-20260301-090000");
+    assert_eq!(ra["cicd.pipeline.result"], "success");
+    assert_eq!(root.status.as_ref().unwrap().code, StatusCode::Ok as i32);
+    let evals = root
+        .events
+        .iter()
+        .filter(|e| e.name == "evaluation")
+        .count();
+    assert_eq!(evals, 2);
+    let phase = spans
+        .iter()
+        .find(|s| s.name == "produce")
+        .expect("produce span");
+    assert_eq!(phase.parent_span_id, root.span_id);
+    assert_eq!(phase.start_time_unix_nano, ns("2026-03-01T09:00:01.250Z"));
+    assert_eq!(phase.end_time_unix_nano, ns("2026-03-01T09:02:10.500Z"));
+    let pa = a(phase);
+    assert_eq!(pa["cicd.pipeline.task.name"], "produce");
+    assert_eq!(pa["cicd.pipeline.task.run.result"], "success");
+    assert_eq!(pa["gen_ai.operation.name"], "invoke_agent");
+    assert_eq!(pa["gen_ai.usage.input_tokens"], "1500");
+    assert_eq!(pa["gen_ai.usage.output_tokens"], "420");
+    // Exported again: the same ids (a backend deduplicates).
+    assert_eq!(sorted_ids(&spans), sorted_ids(&export(&[&f])));
+}
+
+#[test]
+fn aif_loop_steps_are_children_and_a_failed_run_has_error_status() {
+    let spans = export(&[&fixture("aif-loop-clean")]);
+    assert_tree(&spans);
+    assert_eq!(roots(&spans).len(), 1);
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert!(
+        names.contains(&"PLAN") && names.contains(&"EVALUATE"),
+        "{names:?}"
+    );
+
+    let spans = export(&[&fixture("failed-run")]);
+    assert_tree(&spans);
+    let root = roots(&spans)[0];
+    assert_eq!(root.status.as_ref().unwrap().code, StatusCode::Error as i32);
+    let ra = a(root);
+    assert_eq!(ra["cicd.pipeline.result"], "failure");
+    assert_eq!(ra["error.type"], "failure");
+    let eval = spans.iter().find(|s| s.name == "EVALUATE").unwrap();
+    assert_eq!(eval.status.as_ref().unwrap().code, StatusCode::Error as i32);
+    assert!(
+        eval.status
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("missing score")
+    );
+    assert_eq!(a(eval)["error.type"], "failure");
+}
+
+#[test]
+fn avenor_phases_retries_and_usage() {
+    let spans = export(&[&fixture("avenor-loop")]);
+    assert_tree(&spans);
+    let root = roots(&spans)[0];
+    assert_eq!(a(root)["loopctl.dialect"], "avenor");
+    let names: Vec<&str> = spans
+        .iter()
+        .filter(|s| !s.parent_span_id.is_empty())
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(names, ["build", "test", "fix", "test"]);
+    assert!(root.events.iter().any(|e| e.name == "retry"));
+    let build = spans.iter().find(|s| s.name == "build").unwrap();
+    assert_eq!(build.start_time_unix_nano, 1_715_000_001_000 * 1_000_000);
+    assert_eq!(a(build)["gen_ai.usage.input_tokens"], "2000");
+    assert_eq!(a(build)["gen_ai.agent.name"], "build");
+    let last = spans.iter().rfind(|s| s.name == "test").unwrap();
+    assert!(last.events.iter().any(|e| e.name == "marker"));
+}
+
+#[test]
+fn standard_variables_name_the_endpoint_service_resource_and_headers() {
+    let r = Receiver::start();
+    loopctl()
+        .args(["export", "otel", &fixture("native-clean")])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &r.base)
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "x-team=blue%20sky")
+        .env(
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "host.name=m1,deployment.environment=ci",
+        )
+        .assert()
+        .success();
+    let got = r.received();
+    assert!(!got.is_empty());
+    assert_eq!(got[0].resource["service.name"], "loopctl");
+    assert_eq!(got[0].resource["host.name"], "m1");
+    assert_eq!(got[0].headers["x-team"], "blue sky");
+
+    let r = Receiver::start();
+    loopctl()
+        .args(["export", "otel", &fixture("native-clean")])
+        .env(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            format!("{}/v1/traces", r.base),
+        )
+        .env("OTEL_SERVICE_NAME", "fleet-7")
+        .assert()
+        .success();
+    assert_eq!(r.received()[0].resource["service.name"], "fleet-7");
+}
+
+#[test]
+fn an_unreachable_endpoint_is_an_error_naming_it() {
+    let out = loopctl()
+        .args(["export", "otel", &fixture("native-clean")])
+        .args(["--endpoint", "http://127.0.0.1:9"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("http://127.0.0.1:9/v1/traces"), "{err}");
+}
+
+#[cfg_attr(
+    no_shared,
+    ignore = "needs ../shared, absent at build time (tests/shared_cfg.rs)"
+)]
+#[test]
+fn the_corpus_exports_as_well_formed_traces() {
+    let Some(shared) = shared("otel export of the corpus") else {
+        return;
+    };
+    let corpus = shared.join("corpus");
+    let logs: Vec<String> = loopctl_tests::files_below(&corpus)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl" || e == "ndjson"))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(logs.len() >= 5, "{logs:?}");
+    let args: Vec<&str> = logs.iter().map(String::as_str).collect();
+    let (spans, err) = export_with_stderr(&args);
+    assert_tree(&spans);
+    // Every log gives its run's root, but the Avenor session stream, which has no timestamp
+    // (said on stderr); aif-loop runs give their steps.
+    let untimed = err.matches("has no timestamps").count();
+    assert_eq!(untimed, 1, "{err}");
+    assert!(err.contains("accumulate.ndjson"), "{err}");
+    assert_eq!(roots(&spans).len(), logs.len() - untimed);
+    assert!(spans.iter().any(|s| s.name == "EVALUATE"));
+    let ids = sorted_ids(&spans);
+    assert_eq!(ids, sorted_ids(&export(&args)));
+}
