@@ -135,6 +135,9 @@ pub struct Runner {
     sink: Option<Box<dyn Write + Send>>,
     control: Arc<Control>,
     observer: Box<dyn FnMut(&Event<'_>)>,
+    /// Extra environment for a phase process, from the seq of its `phase_started` (the live
+    /// trace export's `TRACEPARENT`).
+    phase_env: Box<dyn FnMut(u64) -> Vec<(&'static str, String)>>,
     /// Where warnings go (a decision's warning, a failed run.json write): the caller's to print.
     warn: Box<dyn FnMut(&str)>,
     /// Where phase output is copied with `echo`.
@@ -322,6 +325,7 @@ impl Runner {
             line: 0,
             control: Arc::new(Control::default()),
             observer: Box::new(|_| {}),
+            phase_env: Box::new(|_| Vec::new()),
             warn: Box::new(|_| {}),
             output: None,
             git,
@@ -407,6 +411,16 @@ impl Runner {
 
     pub fn observe(mut self, f: impl FnMut(&Event<'_>) + 'static) -> Runner {
         self.observer = Box::new(f);
+        self
+    }
+
+    /// Adds variables to each phase process's environment, given the seq of the attempt's
+    /// `phase_started` (its place in the log, which names its span in a trace).
+    pub fn phase_env(
+        mut self,
+        f: impl FnMut(u64) -> Vec<(&'static str, String)> + 'static,
+    ) -> Runner {
+        self.phase_env = Box::new(f);
         self
     }
 
@@ -613,6 +627,7 @@ impl Runner {
         if let Some(f) = &self.cursor.last_failure {
             env.push(("LOOPCTL_LAST_FAILURE", f.clone()));
         }
+        env.extend((self.phase_env)(seq));
         let (program, stdin) = match self.program(&spec, &pos, &stem, &mut env) {
             Ok(p) => p,
             Err(msg) => return self.phase_failed_to_start(&spec, pos, base, msg, None),

@@ -1,10 +1,16 @@
 //! `export otel` and the runner's live export against an in-test OTLP receiver: span tree,
 //! parents, timestamps, ids, status and attributes, for each dialect and the real corpus.
 
+mod common;
 #[path = "otel/receiver.rs"]
 mod receiver;
 
 use std::collections::{HashMap, HashSet};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{RUN, Sandbox, echo};
+use serde_json::{Value, json};
 
 use assert_cmd::Command;
 use loopctl_tests::shared;
@@ -273,4 +279,232 @@ fn the_corpus_exports_as_well_formed_traces() {
     assert!(spans.iter().any(|s| s.name == "EVALUATE"));
     let ids = sorted_ids(&spans);
     assert_eq!(ids, sorted_ids(&export(&args)));
+}
+
+type SpanEventShape = (String, u64, Vec<(String, String)>);
+
+/// A span as comparable data: everything but the instrumentation scope.
+fn shape(s: &Span) -> String {
+    let mut attrs: Vec<(String, String)> = a(s).into_iter().collect();
+    attrs.sort();
+    let events: Vec<SpanEventShape> = s
+        .events
+        .iter()
+        .map(|e| {
+            let mut v: Vec<_> = attrs_of(&e.attributes);
+            v.sort();
+            (e.name.clone(), e.time_unix_nano, v)
+        })
+        .collect();
+    let links: Vec<(Vec<u8>, Vec<u8>)> = s
+        .links
+        .iter()
+        .map(|l| (l.trace_id.clone(), l.span_id.clone()))
+        .collect();
+    format!(
+        "{:?}",
+        (
+            &s.trace_id,
+            &s.span_id,
+            &s.parent_span_id,
+            &s.name,
+            s.kind,
+            s.start_time_unix_nano,
+            s.end_time_unix_nano,
+            attrs,
+            events,
+            links,
+            s.status.as_ref().map(|st| (st.code, st.message.clone())),
+        )
+    )
+}
+
+fn attrs_of(kvs: &[opentelemetry_proto::tonic::common::v1::KeyValue]) -> Vec<(String, String)> {
+    attrs(kvs).into_iter().collect()
+}
+
+fn shapes(spans: &[Span]) -> Vec<String> {
+    let mut v: Vec<String> = spans.iter().map(shape).collect();
+    v.sort();
+    v
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn log_of(s: &Sandbox) -> String {
+    s.run_dir().join("history.jsonl").display().to_string()
+}
+
+/// A loop whose phases write the TRACEPARENT they were given to tp-<phase>-<iteration>.
+fn traced_loop() -> Value {
+    let tp = |name: &str| format!("printf '%s' \"$TRACEPARENT\" > tp-{name}-$LOOPCTL_ITERATION");
+    json!({"max_iterations": 3,
+           "pre": [{"name": "build", "run": tp("build")}],
+           "loop": [{"name": "work", "run": format!("{}; test $LOOPCTL_ITERATION -ge 2 && {} || true", tp("work"), echo("<|workflow: exit | done|>"))},
+                    {"name": "check", "run": tp("check")}],
+           "post": [{"name": "report", "run": tp("report")}]})
+}
+
+#[test]
+fn a_live_run_sends_the_trace_export_otel_gives_of_its_log() {
+    let r = Receiver::start();
+    let s = Sandbox::new();
+    std::fs::write(s.dir.join("loop.json"), traced_loop().to_string()).unwrap();
+    let out = s
+        .cmd()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &r.base)
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .args(RUN)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("otel"), "{err}");
+    let live = r.spans();
+    assert_tree(&live);
+    let names: Vec<&str> = live.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(live.len(), 6, "{names:?}");
+    let after = export(&[&log_of(&s)]);
+    assert_eq!(shapes(&live), shapes(&after));
+
+    // Each phase process saw TRACEPARENT naming its own span.
+    for (name, it) in [
+        ("build", 0),
+        ("work", 1),
+        ("check", 1),
+        ("work", 2),
+        ("report", 2),
+    ] {
+        let seen = std::fs::read_to_string(s.dir.join(format!("tp-{name}-{it}"))).unwrap();
+        let span = live
+            .iter()
+            .find(|x| x.name == name && a(x).get("loopctl.iteration") == Some(&it.to_string()))
+            .unwrap_or_else(|| panic!("no span {name}@{it}"));
+        assert_eq!(
+            seen,
+            format!("00-{}-{}-01", hex(&span.trace_id), hex(&span.span_id))
+        );
+    }
+}
+
+#[test]
+fn a_resumed_live_run_links_its_root_to_the_earlier_session() {
+    let r = Receiver::start();
+    let s = Sandbox::new();
+    let cfg = json!({"max_iterations": 1, "loop": [{"name": "a", "run": "true"}, {"name": "b", "run": "test -f go || sleep 30"}]});
+    std::fs::write(s.dir.join("loop.json"), cfg.to_string()).unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("loopctl"))
+        .current_dir(&s.dir)
+        .env_remove("LOOPCTL_ROOT")
+        .arg("--root")
+        .arg(s.root())
+        .args(RUN)
+        .args(["-q", "--otlp-endpoint", &r.base])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(s.run_dir().join("history.jsonl"))
+        .unwrap_or_default()
+        .contains(r#""step":"b""#)
+    {
+        assert!(Instant::now() < end, "phase b never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    // Killed outright: phase a's span was sent when a ended; no root yet.
+    let first = r.spans();
+    assert_eq!(
+        first.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(),
+        ["a"]
+    );
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    let out = s
+        .cmd()
+        .args(["resume", "r1", "--otlp-endpoint", &r.base])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let live = r.spans();
+    let after = export(&[&log_of(&s)]);
+    let rs = roots(&after);
+    assert_eq!(rs.len(), 2);
+    let resumed = roots(&live);
+    assert_eq!(
+        resumed.len(),
+        1,
+        "only the resumed session's root is sent by it"
+    );
+    assert_eq!(resumed[0].links.len(), 1);
+    assert_eq!(resumed[0].links[0].span_id, rs[0].span_id);
+    assert_eq!(resumed[0].links[0].trace_id, rs[0].trace_id);
+    // What was sent live is what the log gives, but the root the killed session never sent.
+    let mut expected = after.clone();
+    expected.retain(|x| x.span_id != rs[0].span_id);
+    assert_eq!(shapes(&live), shapes(&expected));
+}
+
+#[test]
+fn an_unreachable_or_slow_collector_leaves_the_loop_alone_with_one_warning() {
+    let cfg = json!({"max_iterations": 3, "loop": [{"name": "a", "run": "true"}, {"name": "b", "run": "true"}]});
+    let run = |endpoint: Option<&str>| {
+        let s = Sandbox::new();
+        std::fs::write(s.dir.join("loop.json"), cfg.to_string()).unwrap();
+        let mut c = s.cmd();
+        c.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT").args(RUN);
+        if let Some(e) = endpoint {
+            c.args(["--otlp-endpoint", e]);
+        }
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (
+            out.status.code(),
+            s.sentinel(),
+            s.state()["stop"].clone(),
+            err,
+            s,
+        )
+    };
+    let (code, sentinel, stop, _, _) = run(None);
+    let slow = Receiver::with_delay(Duration::from_secs(5));
+    for endpoint in ["http://127.0.0.1:9", slow.base.as_str()] {
+        let (c, sn, st, err, s) = run(Some(endpoint));
+        assert_eq!((c, &st), (code, &stop), "{err}");
+        let strip = |t: &str| {
+            t.lines()
+                .filter(|l| !l.starts_with("RUN=") && !l.contains("_AT="))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(strip(&sn), strip(&sentinel));
+        assert_eq!(err.matches("otel:").count(), 1, "{endpoint}: {err}");
+        assert!(err.contains(endpoint), "{err}");
+        // No phase waited for the collector: every gap between events in the log is far
+        // shorter than the slow collector's 5 s.
+        let ts: Vec<i64> = common::read_events(&s.run_dir().join("history.jsonl"))
+            .iter()
+            .map(|e| {
+                let t = e["ts"].as_str().unwrap();
+                (ns(t) / 1_000_000) as i64
+            })
+            .collect();
+        let widest = ts.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        assert!(
+            widest < 4000,
+            "{endpoint}: a {widest} ms gap between events"
+        );
+    }
 }

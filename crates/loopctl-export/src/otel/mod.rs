@@ -4,10 +4,12 @@
 
 pub mod config;
 pub mod ids;
+pub mod live;
 pub mod model;
 pub mod replay;
 pub mod send;
 
 pub use config::Config;
+pub use live::Live;
 pub use model::{OtelRuns, RunSpans, Span};
 pub use send::{SendError, Sender};

@@ -1,13 +1,16 @@
 //! `loopctl run` and `loopctl resume`: drive a loop file, printing one line per phase.
 
+use std::cell::RefCell;
 use std::io::Write;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
 use loopctl_core::decode::event::{Event, Kind};
 use loopctl_core::rules::loop_file::agent_argv;
+use loopctl_export::otel;
 use loopctl_runner::run::{Finished, write_config_failure};
 use loopctl_runner::{RunOptions, Runner, RunnerError, prepare};
 use owo_colors::OwoColorize;
@@ -44,6 +47,11 @@ pub struct Common {
     /// Print the final state (run.json) as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Send the run live as an OpenTelemetry trace to this collector (base URL, e.g.
+    /// http://localhost:4318); $OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) does the same.
+    /// Phases get TRACEPARENT naming their span. docs/otel.md.
+    #[arg(long, value_name = "URL")]
+    otlp_endpoint: Option<String>,
 }
 
 /// Run a loop file: pre phases once, loop phases until an exit marker, an abort marker, a
@@ -159,7 +167,7 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<u8> {
     opts.retry_base_ms = a.retry_base.as_millis() as u64;
     apply_common(&mut opts, &a.common);
     let runner = Runner::start(&ctx.root, a.run_id, prepared.file, opts, initial)?;
-    drive(runner, &a.common)
+    drive(ctx, runner, &a.common)
 }
 
 fn apply_common(opts: &mut RunOptions, c: &Common) {
@@ -189,10 +197,25 @@ pub fn resume(ctx: &Ctx, a: ResumeArgs) -> anyhow::Result<u8> {
         }
         Err(e) => return Err(e.into()),
     };
-    drive(runner, &a.common)
+    drive(ctx, runner, &a.common)
 }
 
-fn drive(runner: Runner, c: &Common) -> anyhow::Result<u8> {
+/// The live trace export, when an endpoint is named; a collector that cannot be set up is
+/// warned about and the run goes on without it.
+fn live_export(ctx: &Ctx, runner: &Runner, c: &Common) -> Option<otel::Live> {
+    let cfg = otel::Config::live_from_env(c.otlp_endpoint.as_deref())?;
+    let log = runner.dir().join(loopctl_store::discover::LOG_NAME);
+    let warn = |w: &str| output::warn(w);
+    match otel::Live::attach(&cfg, &log, runner.run_id(), ctx.read.max_line, warn) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            output::warn(&format!("otel: {e}; the run goes on without its trace"));
+            None
+        }
+    }
+}
+
+fn drive(ctx: &Ctx, runner: Runner, c: &Common) -> anyhow::Result<u8> {
     if !c.quiet {
         output::note(&format!(
             "run {} in {} (log: history.jsonl)",
@@ -201,9 +224,20 @@ fn drive(runner: Runner, c: &Common) -> anyhow::Result<u8> {
         ));
     }
     let quiet = c.quiet;
+    let live = Rc::new(RefCell::new(live_export(ctx, &runner, c)));
+    let mut runner = runner;
+    if live.borrow().is_some() {
+        let run_id = runner.run_id().to_string();
+        runner = runner
+            .phase_env(move |seq| vec![("TRACEPARENT", otel::ids::traceparent(&run_id, seq))]);
+    }
+    let feed = live.clone();
     let runner = runner.observe(move |ev| {
         if !quiet && let Some(line) = progress_line(ev) {
             let _ = writeln!(anstream::stderr(), "{line}");
+        }
+        if let Some(l) = feed.borrow_mut().as_mut() {
+            l.event(ev);
         }
     });
     let runner = runner
@@ -213,7 +247,11 @@ fn drive(runner: Runner, c: &Common) -> anyhow::Result<u8> {
         .on_output(|bytes| {
             let _ = std::io::stderr().write_all(bytes);
         });
-    let f = runner.execute()?;
+    let f = runner.execute();
+    if let Some(l) = live.borrow_mut().take() {
+        l.finish(otel::live::FLUSH_WAIT);
+    }
+    let f = f?;
     if c.json {
         output::json_pretty(&f.state);
     }
