@@ -46,6 +46,8 @@ pub struct Config {
     pub rescan: Duration,
     /// Connections served at once (each on its own thread); more are answered 503.
     pub max_connections: usize,
+    /// Also push the metrics to an OTLP collector (`serve --otlp-metrics`).
+    pub otlp_metrics: Option<crate::otel::metrics::Push>,
 }
 
 /// What the server tells the person running it (the CLI prints it).
@@ -137,6 +139,13 @@ pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<(), Serv
         let stop_accept = Arc::clone(&stop);
         let (http_accept, max) = (Arc::clone(&http), cfg.max_connections.max(1));
         sc.spawn(move || accept(listener, &http_accept, max, &stop_accept));
+        if let Some(p) = &cfg.otlp_metrics {
+            let (http, stop) = (Arc::clone(&http), Arc::clone(&stop));
+            sc.spawn(move || {
+                let gather = || http.registry.gather();
+                crate::otel::metrics::push_until(p, gather, &stop, |w| ui.notice(w));
+            });
+        }
         let r = follow(&cfg, initial, &http, &stop, ui);
         stop.store(true, Ordering::SeqCst);
         r

@@ -508,3 +508,183 @@ fn an_unreachable_or_slow_collector_leaves_the_loop_alone_with_one_warning() {
         );
     }
 }
+
+/// Prometheus text as `name{k=v,...}` → value (labels sorted), comments left out.
+fn prom_series(text: &str) -> HashMap<String, f64> {
+    let mut out = HashMap::new();
+    for l in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (series, value) = l.rsplit_once(' ').unwrap();
+        let (name, labels) = match series.split_once('{') {
+            Some((n, rest)) => (n, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        let mut ls: Vec<String> = labels
+            .split(',')
+            .filter(|x| !x.is_empty())
+            .map(|x| x.replace('"', ""))
+            .collect();
+        ls.sort();
+        let v = match value {
+            "+Inf" => f64::INFINITY,
+            v => v.parse().unwrap(),
+        };
+        out.insert(format!("{name}{{{}}}", ls.join(",")), v);
+    }
+    out
+}
+
+fn fmt_le(b: f64) -> String {
+    if b.is_infinite() {
+        "+Inf".into()
+    } else {
+        format!("{b}")
+    }
+}
+
+/// An OTLP metrics request as the Prometheus series it stands for.
+fn otlp_series(
+    r: &opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest,
+) -> HashMap<String, f64> {
+    use opentelemetry_proto::tonic::metrics::v1::{
+        AggregationTemporality, metric::Data, number_data_point::Value as V,
+    };
+    let key = |name: &str,
+               attrs: &[opentelemetry_proto::tonic::common::v1::KeyValue],
+               extra: Option<String>| {
+        let mut ls: Vec<String> = attrs_of(attrs)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        ls.extend(extra);
+        ls.sort();
+        format!("{name}{{{}}}", ls.join(","))
+    };
+    let num = |v: &Option<V>| match v {
+        Some(V::AsDouble(d)) => *d,
+        Some(V::AsInt(i)) => *i as f64,
+        None => f64::NAN,
+    };
+    let cumulative = AggregationTemporality::Cumulative as i32;
+    let mut out = HashMap::new();
+    for rm in &r.resource_metrics {
+        for sm in &rm.scope_metrics {
+            for m in &sm.metrics {
+                match m.data.as_ref().unwrap() {
+                    Data::Sum(s) => {
+                        assert!(
+                            s.is_monotonic && s.aggregation_temporality == cumulative,
+                            "{}",
+                            m.name
+                        );
+                        for p in &s.data_points {
+                            assert!(p.start_time_unix_nano <= p.time_unix_nano);
+                            out.insert(
+                                key(&format!("{}_total", m.name), &p.attributes, None),
+                                num(&p.value),
+                            );
+                        }
+                    }
+                    Data::Gauge(g) => {
+                        for p in &g.data_points {
+                            out.insert(key(&m.name, &p.attributes, None), num(&p.value));
+                        }
+                    }
+                    Data::Histogram(h) => {
+                        assert_eq!(h.aggregation_temporality, cumulative, "{}", m.name);
+                        for p in &h.data_points {
+                            assert_eq!(p.bucket_counts.len(), p.explicit_bounds.len() + 1);
+                            let mut cum = 0u64;
+                            let bounds = p.explicit_bounds.iter().copied().chain([f64::INFINITY]);
+                            for (c, b) in p.bucket_counts.iter().zip(bounds) {
+                                cum += c;
+                                let le = Some(format!("le={}", fmt_le(b)));
+                                out.insert(
+                                    key(&format!("{}_bucket", m.name), &p.attributes, le),
+                                    cum as f64,
+                                );
+                            }
+                            out.insert(
+                                key(&format!("{}_sum", m.name), &p.attributes, None),
+                                p.sum.unwrap(),
+                            );
+                            out.insert(
+                                key(&format!("{}_count", m.name), &p.attributes, None),
+                                p.count as f64,
+                            );
+                        }
+                    }
+                    other => panic!("{}: unexpected {other:?}", m.name),
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn serve_pushes_the_metric_set_of_export_prometheus_over_otlp_cumulative() {
+    let logs = [
+        fixture("native-clean"),
+        fixture("avenor-loop"),
+        fixture("aif-loop-clean"),
+    ];
+    let prom = loopctl()
+        .args(["export", "prometheus"])
+        .args(&logs)
+        .output()
+        .unwrap();
+    let want = prom_series(&String::from_utf8_lossy(&prom.stdout));
+    assert!(want.len() > 50, "{}", want.len());
+
+    let r = Receiver::start();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("loopctl"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--otlp-metrics",
+            &r.base,
+        ])
+        .args(&logs)
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "100")
+        .env("OTEL_SERVICE_NAME", "fleet")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first push may come before the logs are read: wait for one with every series.
+    let end = Instant::now() + Duration::from_secs(30);
+    let got = loop {
+        let last = r.metrics().last().map(otlp_series);
+        if let Some(g) = last.filter(|g| want.keys().all(|k| g.contains_key(k))) {
+            break g;
+        }
+        assert!(
+            Instant::now() < end,
+            "no complete push; got {:?}",
+            r.metrics().len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    for (k, v) in &want {
+        assert!(
+            (got[k] - v).abs() < 1e-9,
+            "{k}: otlp {} vs prometheus {v}",
+            got[k]
+        );
+    }
+    let res = &r.metrics()[0].resource_metrics[0].resource;
+    assert_eq!(
+        attrs(&res.as_ref().unwrap().attributes)["service.name"],
+        "fleet"
+    );
+}

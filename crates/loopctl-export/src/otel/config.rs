@@ -3,6 +3,10 @@
 
 pub const ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 pub const TRACES_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+pub const METRICS_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
+pub const METRICS_HEADERS: &str = "OTEL_EXPORTER_OTLP_METRICS_HEADERS";
+/// Milliseconds between two metric pushes (the OTel SDK's variable; default 60000).
+pub const METRIC_INTERVAL: &str = "OTEL_METRIC_EXPORT_INTERVAL";
 pub const HEADERS: &str = "OTEL_EXPORTER_OTLP_HEADERS";
 pub const TRACES_HEADERS: &str = "OTEL_EXPORTER_OTLP_TRACES_HEADERS";
 pub const SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
@@ -10,10 +14,32 @@ pub const RESOURCE_ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
 /// The OTLP/HTTP default (a collector on this machine).
 pub const DEFAULT_ENDPOINT: &str = "http://localhost:4318";
 
+/// Which OTLP signal a configuration is for: its URL path and its own variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Traces,
+    Metrics,
+}
+
+impl Signal {
+    fn path(self) -> &'static str {
+        match self {
+            Signal::Traces => "/v1/traces",
+            Signal::Metrics => "/v1/metrics",
+        }
+    }
+    fn vars(self) -> (&'static str, &'static str) {
+        match self {
+            Signal::Traces => (TRACES_ENDPOINT, TRACES_HEADERS),
+            Signal::Metrics => (METRICS_ENDPOINT, METRICS_HEADERS),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// The full URL spans are POSTed to (`.../v1/traces`).
-    pub traces_url: String,
+    /// The full URL the signal is POSTed to (`.../v1/traces`, `.../v1/metrics`).
+    pub url: String,
     pub headers: Vec<(String, String)>,
     pub service_name: String,
     /// `OTEL_RESOURCE_ATTRIBUTES`, in order (service.name from it unless OTEL_SERVICE_NAME).
@@ -61,14 +87,24 @@ impl Config {
     /// it wins over the variables. A signal-specific variable is used as is, a base gets
     /// `/v1/traces` appended (the OTLP exporter spec).
     pub fn resolve(flag: Option<&str>, env: impl Fn(&str) -> Option<String>) -> Config {
-        let base = |b: &str| format!("{}/v1/traces", b.trim_end_matches('/'));
-        let traces_url = match (flag, set(&env, TRACES_ENDPOINT), set(&env, ENDPOINT)) {
+        Config::resolve_signal(Signal::Traces, flag, env)
+    }
+
+    /// `resolve` for `signal` (its own endpoint and headers variables, its URL path).
+    pub fn resolve_signal(
+        signal: Signal,
+        flag: Option<&str>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Config {
+        let (signal_endpoint, signal_headers) = signal.vars();
+        let base = |b: &str| format!("{}{}", b.trim_end_matches('/'), signal.path());
+        let url = match (flag, set(&env, signal_endpoint), set(&env, ENDPOINT)) {
             (Some(f), _, _) if !f.is_empty() => base(f),
             (_, Some(t), _) => t,
             (_, _, Some(b)) => base(&b),
             _ => base(DEFAULT_ENDPOINT),
         };
-        let headers = set(&env, TRACES_HEADERS)
+        let headers = set(&env, signal_headers)
             .or_else(|| set(&env, HEADERS))
             .map(|h| parse_pairs(&h))
             .unwrap_or_default();
@@ -84,7 +120,7 @@ impl Config {
             })
             .unwrap_or_else(|| "loopctl".into());
         Config {
-            traces_url,
+            url,
             headers,
             service_name,
             resource,
@@ -125,17 +161,19 @@ mod tests {
     #[test]
     fn endpoint_precedence_follows_the_otlp_spec() {
         let c = Config::resolve(None, env(&[]));
-        assert_eq!(c.traces_url, "http://localhost:4318/v1/traces");
+        assert_eq!(c.url, "http://localhost:4318/v1/traces");
         assert_eq!(c.service_name, "loopctl");
         let c = Config::resolve(None, env(&[(ENDPOINT, "http://c:4318/")]));
-        assert_eq!(c.traces_url, "http://c:4318/v1/traces");
+        assert_eq!(c.url, "http://c:4318/v1/traces");
         let both = [(ENDPOINT, "http://c:4318"), (TRACES_ENDPOINT, "http://t/x")];
-        assert_eq!(Config::resolve(None, env(&both)).traces_url, "http://t/x");
+        assert_eq!(Config::resolve(None, env(&both)).url, "http://t/x");
         let c = Config::resolve(Some("http://f:1"), env(&both));
-        assert_eq!(c.traces_url, "http://f:1/v1/traces");
+        assert_eq!(c.url, "http://f:1/v1/traces");
         assert!(Config::live(None, env(&[])).is_none());
         assert!(Config::live(None, env(&[(ENDPOINT, "http://c")])).is_some());
         assert!(Config::live(Some("http://f"), env(&[])).is_some());
+        let m = Config::resolve_signal(Signal::Metrics, None, env(&both));
+        assert_eq!(m.url, "http://c:4318/v1/metrics");
     }
 
     #[test]

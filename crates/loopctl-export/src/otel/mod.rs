@@ -5,6 +5,7 @@
 pub mod config;
 pub mod ids;
 pub mod live;
+pub mod metrics;
 pub mod model;
 pub mod replay;
 pub mod send;

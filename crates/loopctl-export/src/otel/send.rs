@@ -105,14 +105,14 @@ pub struct Sender {
 impl Sender {
     pub fn new(cfg: &Config) -> Result<Sender, SendError> {
         let fail = |reason: String| SendError::Endpoint {
-            url: cfg.traces_url.clone(),
+            url: cfg.url.clone(),
             reason,
         };
         let headers: HashMap<String, String> = cfg.headers.iter().cloned().collect();
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(cfg.traces_url.clone())
+            .with_endpoint(cfg.url.clone())
             .with_headers(headers)
             .build()
             .map_err(|e| fail(e.to_string()))?;
@@ -130,7 +130,7 @@ impl Sender {
         Ok(Sender {
             exporter,
             scope,
-            url: cfg.traces_url.clone(),
+            url: cfg.url.clone(),
         })
     }
 

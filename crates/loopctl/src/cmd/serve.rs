@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
-use loopctl_export::Options;
 use loopctl_export::serve::{self, Config, DEFAULT_LISTEN, Ui};
+use loopctl_export::{Options, otel};
 
 use super::Ctx;
 use crate::{exit, output};
@@ -59,6 +59,12 @@ pub struct Args {
     /// How often the roots are scanned for new run folders.
     #[arg(long, default_value = "2s", value_parser = super::values::positive_duration, value_name = "DURATION")]
     rescan: Duration,
+    /// Also push the same metrics, cumulative, to an OpenTelemetry collector over OTLP/HTTP:
+    /// to URL (a base such as http://localhost:4318; /v1/metrics is appended), else to
+    /// $OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT. Every
+    /// $OTEL_METRIC_EXPORT_INTERVAL ms (default 60000), and once on shutdown. docs/otel.md.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    otlp_metrics: Option<String>,
 }
 
 struct Terminal {
@@ -110,6 +116,13 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         poll: a.poll,
         rescan: a.rescan,
         max_connections: 64,
+        otlp_metrics: a.otlp_metrics.as_deref().map(|url| {
+            let env = |k: &str| std::env::var(k).ok();
+            otel::metrics::Push {
+                config: otel::Config::resolve_signal(otel::config::Signal::Metrics, Some(url), env),
+                interval: otel::metrics::Push::interval_from(env),
+            }
+        }),
     };
     let stop = Arc::new(AtomicBool::new(false));
     serve::shutdown_on_signals(&stop)?;

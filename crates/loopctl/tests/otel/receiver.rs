@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -20,6 +21,7 @@ pub struct Received {
 pub struct Receiver {
     pub base: String,
     got: Arc<Mutex<Vec<Received>>>,
+    metrics: Arc<Mutex<Vec<ExportMetricsServiceRequest>>>,
     _server: Arc<tiny_http::Server>,
 }
 
@@ -48,7 +50,8 @@ impl Receiver {
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
         let port = server.server_addr().to_ip().unwrap().port();
         let got = Arc::new(Mutex::new(Vec::new()));
-        let (s, g) = (server.clone(), got.clone());
+        let metrics = Arc::new(Mutex::new(Vec::new()));
+        let (s, g, m) = (server.clone(), got.clone(), metrics.clone());
         std::thread::spawn(move || {
             for mut req in s.incoming_requests() {
                 let mut body = Vec::new();
@@ -58,6 +61,11 @@ impl Receiver {
                     .iter()
                     .map(|h| (h.field.to_string().to_lowercase(), h.value.to_string()))
                     .collect();
+                if req.url() == "/v1/metrics" {
+                    let r = ExportMetricsServiceRequest::decode(body.as_slice())
+                        .expect("a protobuf ExportMetricsServiceRequest");
+                    m.lock().unwrap().push(r);
+                }
                 if req.url() == "/v1/traces" {
                     let r = ExportTraceServiceRequest::decode(body.as_slice())
                         .expect("a protobuf ExportTraceServiceRequest");
@@ -87,12 +95,18 @@ impl Receiver {
         Receiver {
             base: format!("http://127.0.0.1:{port}"),
             got,
+            metrics,
             _server: server,
         }
     }
 
     pub fn received(&self) -> Vec<Received> {
         self.got.lock().unwrap().clone()
+    }
+
+    /// The metric requests received, in order.
+    pub fn metrics(&self) -> Vec<ExportMetricsServiceRequest> {
+        self.metrics.lock().unwrap().clone()
     }
 
     pub fn spans(&self) -> Vec<Span> {
