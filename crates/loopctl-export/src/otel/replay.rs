@@ -49,16 +49,23 @@ pub fn export(
             for (line, d) in runs.damaged() {
                 damaged(&r.log, line, d);
             }
-            let spans = runs.spans();
-            for batch in spans.chunks(BATCH) {
-                sender.send(batch)?;
-            }
-            done.logs += 1;
-            done.runs += runs.run_count();
-            done.spans += spans.len();
-            let untimed = runs.untimed().into_iter();
+            let untimed: Vec<String> = runs.untimed().into_iter().map(str::to_string).collect();
             done.untimed
-                .extend(untimed.map(|id| (r.log.clone(), id.to_string())));
+                .extend(untimed.into_iter().map(|id| (r.log.clone(), id)));
+            done.runs += runs.run_count();
+            // Run by run, a batch at a time: a large log's spans are never all in memory.
+            let mut batch = Vec::with_capacity(BATCH);
+            for run in runs.into_runs().into_values() {
+                batch.extend(run.spans());
+                if batch.len() >= BATCH {
+                    done.spans += batch.len();
+                    sender.send(&batch)?;
+                    batch.clear();
+                }
+            }
+            done.spans += batch.len();
+            sender.send(&batch)?;
+            done.logs += 1;
         }
     }
     Ok(done)
