@@ -48,11 +48,18 @@ echo "export otel into a local sink ($bin)"
 
 printf '{"max_iterations":%d,"loop":[{"name":"t","run":"true"}]}\n' "$phases" > "$work/loop.json"
 off=() on=()
+timed() { # root [flags...]: seconds of one run
+  local t0 t1 root=$1; shift
+  t0=$(now); "$bin" run -q --loop-file "$work/loop.json" --root "$root" --dir "$work" "$@"; t1=$(now)
+  calc "$t1 - $t0"
+}
 for r in $(seq "$runs"); do
-  t0=$(now); "$bin" run -q --loop-file "$work/loop.json" --root "$work/off$r" --dir "$work"; t1=$(now)
-  off+=("$(calc "$t1 - $t0")")
-  t0=$(now); "$bin" run -q --loop-file "$work/loop.json" --root "$work/on$r" --dir "$work" --otlp-endpoint "$endpoint"; t1=$(now)
-  on+=("$(calc "$t1 - $t0")")
+  # Alternate which goes first, so neither is always the one with warm caches.
+  if [ $((r % 2)) -eq 1 ]; then
+    off+=("$(timed "$work/off$r")"); on+=("$(timed "$work/on$r" --otlp-endpoint "$endpoint")")
+  else
+    on+=("$(timed "$work/on$r" --otlp-endpoint "$endpoint")"); off+=("$(timed "$work/off$r")")
+  fi
 done
 off_m=$(printf '%s\n' "${off[@]}" | median)
 on_m=$(printf '%s\n' "${on[@]}" | median)
