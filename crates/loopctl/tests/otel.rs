@@ -208,6 +208,32 @@ fn avenor_phases_retries_and_usage() {
 }
 
 #[test]
+fn a_run_id_selects_one_run_of_a_log_holding_several() {
+    let all = export(&[&fixture("merged-runs")]);
+    assert_eq!(roots(&all).len(), 2);
+    let r = Receiver::start();
+    loopctl()
+        .args([
+            "--root",
+            &fixture(""),
+            "export",
+            "otel",
+            "--endpoint",
+            &r.base,
+        ])
+        .arg("beta-docs-20260304-080500")
+        .assert()
+        .success();
+    let one = r.spans();
+    assert_tree(&one);
+    assert_eq!(roots(&one).len(), 1);
+    assert_eq!(
+        a(roots(&one)[0])["cicd.pipeline.run.id"],
+        "beta-docs-20260304-080500"
+    );
+}
+
+#[test]
 fn standard_variables_name_the_endpoint_service_resource_and_headers() {
     let r = Receiver::start();
     loopctl()

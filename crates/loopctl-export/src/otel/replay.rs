@@ -52,10 +52,15 @@ pub fn export(
             let untimed: Vec<String> = runs.untimed().into_iter().map(str::to_string).collect();
             done.untimed
                 .extend(untimed.into_iter().map(|id| (r.log.clone(), id)));
-            done.runs += runs.run_count();
+            done.runs += match &r.run_id {
+                Some(_) => 1,
+                None => runs.run_count(),
+            };
             // Run by run, a batch at a time: a large log's spans are never all in memory.
             let mut batch = Vec::with_capacity(BATCH);
-            for run in runs.into_runs().into_values() {
+            // A RUN naming one run of a log holding several: that run only.
+            let chosen = |id: &String| r.run_id.as_ref().is_none_or(|want| want == id);
+            for (_, run) in runs.into_runs().into_iter().filter(|(id, _)| chosen(id)) {
                 batch.extend(run.spans());
                 if batch.len() >= BATCH {
                     done.spans += batch.len();
