@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use loopctl_core::fold::run_state::{RunState, Status, apply_mut};
-use loopctl_core::fold::trace::{Attempt, Trace};
+use loopctl_core::fold::trace::Trace;
 use loopctl_core::fold::{Damage, Line, Projection, Split};
 use loopctl_core::{Dialect, Event, Kind};
 use rustc_hash::FxHashMap;
@@ -200,18 +200,6 @@ fn run_result(status: Status, reason: &str) -> &'static str {
     }
 }
 
-/// `cicd.pipeline.task.run.result` of a finished attempt.
-fn task_result(a: &Attempt) -> &'static str {
-    match a.stop_reason.as_deref() {
-        _ if !a.failed() => "success",
-        Some("timeout") => "timeout",
-        Some("cancelled") => "cancellation",
-        // The runner could not start it (no exit code, or the shell's 127): not the phase's.
-        Some("error") if a.exit_code.is_none_or(|c| c == 127) => "error",
-        _ => "failure",
-    }
-}
-
 impl RunSpans {
     pub fn new(run_id: &str) -> RunSpans {
         RunSpans {
@@ -377,8 +365,8 @@ impl RunSpans {
         let (start_ms, end_ms) = self.session_times(i)?;
         let s = &self.sessions[i];
         let next = self.sessions.get(i + 1).map(|n| n.from);
-        let t = &self.trace;
         let range = |from: usize, to: Option<usize>, len: usize| from..to.unwrap_or(len).min(len);
+        let t = &self.trace;
         let mut attributes = vec![
             str_attr(attr::PIPELINE_NAME, self.loop_name()),
             str_attr(attr::PIPELINE_RUN_ID, &self.run_id),
@@ -408,121 +396,26 @@ impl RunSpans {
                 );
             }
         }
-        let mut events = Vec::new();
         let when = |ts: Option<loopctl_core::Ts>| ms(ts).unwrap_or(start_ms);
-        let it = |v: Option<u64>| v.map(|n| int_attr(attr::ITERATION, n));
-        for e in &t.evaluations[range(
-            s.from.evaluations,
-            next.map(|n| n.evaluations),
-            t.evaluations.len(),
-        )] {
-            let mut a: Attrs = vec![int_attr(attr::ITERATION, e.iteration)];
-            a.push(str_attr(attr::QUALITY_PHASE, &e.phase));
-            if let Some(x) = e.score {
-                a.push(("loopctl.evaluation.score", AttrValue::Float(x)));
-            }
-            if let Some(x) = e.threshold {
-                a.push(("loopctl.evaluation.threshold", AttrValue::Float(x)));
-            }
-            if let Some(x) = e.passed {
-                a.push(("loopctl.evaluation.passed", AttrValue::Bool(x)));
-            }
-            if let Some(x) = &e.step {
-                a.push(str_attr("loopctl.evaluation.step", x));
-            }
-            if let Some(x) = &e.source {
-                a.push(str_attr("loopctl.evaluation.source", x));
-            }
-            if let Some(x) = &e.decision {
-                a.push(str_attr("loopctl.decision", x));
-            }
-            a.push(int_attr("loopctl.evaluation.blocking", e.blocking()));
-            events.push(SpanEvent {
-                name: "evaluation",
-                time_ms: when(e.ts),
-                attributes: a,
-            });
+        let slice = |from: usize, to: fn(&Marks) -> usize, len: usize| {
+            range(from, next.as_ref().map(to), len)
+        };
+        let mut events = Vec::new();
+        let f = &s.from;
+        for e in &t.evaluations[slice(f.evaluations, |m| m.evaluations, t.evaluations.len())] {
+            events.push(records::evaluation(e, when));
         }
-        for r in &t.retries[range(s.from.retries, next.map(|n| n.retries), t.retries.len())] {
-            let mut a: Attrs = it(r.iteration).into_iter().collect();
-            if let Some(x) = &r.phase {
-                a.push(str_attr(attr::TASK_NAME, x));
-            }
-            if let Some(x) = r.attempt {
-                a.push(int_attr(attr::ATTEMPT, x));
-            }
-            if let Some(x) = r.next_attempt {
-                a.push(int_attr("loopctl.retry.next_attempt", x));
-            }
-            if let Some(x) = r.delay_ms {
-                a.push(int_attr("loopctl.retry.delay_ms", x));
-            }
-            if let Some(x) = r.exit_code {
-                a.push((attr::EXIT_CODE, AttrValue::Int(x)));
-            }
-            events.push(SpanEvent {
-                name: "retry",
-                time_ms: when(r.ts),
-                attributes: a,
-            });
+        for r in &t.retries[slice(f.retries, |m| m.retries, t.retries.len())] {
+            events.push(records::retry(r, when));
         }
-        for d in &t.transitions[range(
-            s.from.transitions,
-            next.map(|n| n.transitions),
-            t.transitions.len(),
-        )] {
-            let mut a: Attrs = it(d.iteration).into_iter().collect();
-            for (k, v) in [
-                ("loopctl.decision.from", &d.from),
-                ("loopctl.decision.source", &d.source),
-                ("loopctl.decision.rule", &d.rule),
-                ("loopctl.decision.condition", &d.condition),
-                ("loopctl.decision.end", &d.end_reason),
-            ] {
-                if let Some(v) = v {
-                    a.push(str_attr(k, v));
-                }
-            }
-            if !d.goto.is_empty() {
-                a.push(str_attr("loopctl.decision.goto", d.goto.join(",")));
-            }
-            events.push(SpanEvent {
-                name: "decision",
-                time_ms: when(d.ts),
-                attributes: a,
-            });
+        for d in &t.transitions[slice(f.transitions, |m| m.transitions, t.transitions.len())] {
+            events.push(records::decision(d, when));
         }
-        for e in &t.escalations[range(
-            s.from.escalations,
-            next.map(|n| n.escalations),
-            t.escalations.len(),
-        )] {
-            let mut a: Attrs = it(e.iteration).into_iter().collect();
-            if let Some(x) = &e.phase {
-                a.push(str_attr(attr::TASK_NAME, x));
-            }
-            if let Some(x) = &e.question {
-                a.push(str_attr("loopctl.escalation.question", x));
-            }
-            events.push(SpanEvent {
-                name: "escalation",
-                time_ms: when(e.ts),
-                attributes: a,
-            });
+        for e in &t.escalations[slice(f.escalations, |m| m.escalations, t.escalations.len())] {
+            events.push(records::escalation(e, when));
         }
-        for w in &t.switches[range(s.from.switches, next.map(|n| n.switches), t.switches.len())] {
-            let mut a: Attrs = it(w.iteration).into_iter().collect();
-            if let Some(x) = &w.from_phase {
-                a.push(str_attr("loopctl.switch.from", x));
-            }
-            if let Some(x) = &w.to_phase {
-                a.push(str_attr("loopctl.switch.to", x));
-            }
-            events.push(SpanEvent {
-                name: "quality_phase_switch",
-                time_ms: when(w.ts),
-                attributes: a,
-            });
+        for w in &t.switches[slice(f.switches, |m| m.switches, t.switches.len())] {
+            events.push(records::switch(w, when));
         }
         // One order whatever the lists: by time, then name (stable).
         events.sort_by(|a, b| a.time_ms.cmp(&b.time_ms).then(a.name.cmp(b.name)));
@@ -555,37 +448,20 @@ impl RunSpans {
         } else {
             (self.trace.steps.get(i)?, self.steps.get(i)?)
         };
+        let p = records::phase(a);
         let (s_start, s_end) = self.session_times(x.session)?;
-        let start_ms = ms(a.started).unwrap_or(s_start);
-        let end_ms = ms(a.ended).unwrap_or(s_end).max(start_ms);
+        let start_ms = ms(p.started).unwrap_or(s_start);
+        let end_ms = ms(p.ended).unwrap_or(s_end).max(start_ms);
         let mut attributes = vec![
             str_attr(attr::PIPELINE_NAME, self.loop_name()),
             str_attr(attr::PIPELINE_RUN_ID, &self.run_id),
-            str_attr(attr::TASK_NAME, &a.name),
+            str_attr(attr::TASK_NAME, p.name),
             str_attr(attr::TASK_RUN_ID, format!("{}/{}", self.run_id, x.key)),
-            int_attr(attr::ATTEMPT, a.attempt),
         ];
-        if let Some(n) = a.iteration {
-            attributes.push(int_attr(attr::ITERATION, n));
-        }
-        if let Some(k) = &a.kind {
-            attributes.push(str_attr(attr::PHASE_KIND, k));
-        }
-        if let Some(q) = &a.phase {
-            attributes.push(str_attr(attr::QUALITY_PHASE, q));
-        }
-        if let Some(c) = a.exit_code {
-            attributes.push((attr::EXIT_CODE, AttrValue::Int(c)));
-        }
-        if let Some(r) = &a.stop_reason {
-            attributes.push(str_attr(attr::PHASE_STOP_REASON, r));
-        }
-        if let Some(v) = &a.verdict {
-            attributes.push(str_attr(attr::VERDICT, v));
-        }
+        attributes.extend(p.attributes);
         if x.agent {
             attributes.push(str_attr(attr::GEN_AI_OPERATION_NAME, attr::INVOKE_AGENT));
-            attributes.push(str_attr(attr::GEN_AI_AGENT_NAME, &a.name));
+            attributes.push(str_attr(attr::GEN_AI_AGENT_NAME, p.name));
             if let Some(m) = &x.model {
                 attributes.push(str_attr(attr::GEN_AI_REQUEST_MODEL, m));
             }
@@ -597,30 +473,29 @@ impl RunSpans {
             }
         }
         let mut status = SpanStatus::Unset;
-        if a.finished {
-            let result = task_result(a);
+        if let Some(result) = p.result {
             attributes.push(str_attr(attr::TASK_RUN_RESULT, result));
             if result == "success" {
                 status = SpanStatus::Ok;
             } else {
                 attributes.push(str_attr(attr::ERROR_TYPE, result));
-                status = SpanStatus::Error(a.error_text().unwrap_or_default());
+                status = SpanStatus::Error(p.error_text.unwrap_or_default());
             }
         }
-        let events = a
+        let events = p
             .marker
             .iter()
             .map(|m| SpanEvent {
                 name: "marker",
                 time_ms: end_ms,
-                attributes: vec![str_attr(attr::MARKER, m)],
+                attributes: vec![str_attr(attr::MARKER, *m)],
             })
             .collect();
         Some(Span {
             trace_id: trace_id(&self.run_id),
             span_id: span_id(&self.run_id, Role::Phase, x.key),
             parent: Some(self.session_root(x.session)),
-            name: a.name.clone(),
+            name: p.name.to_string(),
             kind: SpanKind::Internal,
             start_ms,
             end_ms,
@@ -718,5 +593,6 @@ impl Split for OtelRuns {
     }
 }
 
+mod records;
 #[cfg(test)]
 mod tests;
