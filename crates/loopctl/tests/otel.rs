@@ -714,3 +714,45 @@ fn serve_pushes_the_metric_set_of_export_prometheus_over_otlp_cumulative() {
         "fleet"
     );
 }
+
+#[test]
+fn an_agents_usage_becomes_the_phase_spans_gen_ai_attributes_live_and_replayed() {
+    let claude = loopctl_tests::repo().join("fixtures/agents/claude-stream-json.jsonl");
+    let r = Receiver::start();
+    let s = Sandbox::new();
+    let cfg = json!({"max_iterations": 1,
+                     "loop": [{"name": "implement", "run": format!("cat '{}'", claude.display())}]});
+    std::fs::write(s.dir.join("loop.json"), cfg.to_string()).unwrap();
+    let out = s
+        .cmd()
+        .args(RUN)
+        .args(["--otlp-endpoint", &r.base])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fin = common::named(&s.events(), "phase_finished")[0].clone();
+    let usage = &fin["payload"]["usage"];
+    assert!(usage["input_tokens"].as_u64().is_some(), "{fin}");
+    let live = r.spans();
+    let span = live.iter().find(|x| x.name == "implement").unwrap();
+    let at = a(span);
+    assert_eq!(at["gen_ai.operation.name"], "invoke_agent");
+    assert_eq!(at["gen_ai.agent.name"], "implement");
+    assert_eq!(
+        at["gen_ai.usage.input_tokens"],
+        usage["input_tokens"].to_string()
+    );
+    assert_eq!(
+        at["gen_ai.usage.output_tokens"],
+        usage["output_tokens"].to_string()
+    );
+    if let Some(m) = usage["model"].as_str() {
+        assert_eq!(at["gen_ai.request.model"], m);
+    }
+    assert_eq!(shapes(&live), shapes(&export(&[&log_of(&s)])));
+}

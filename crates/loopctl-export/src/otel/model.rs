@@ -19,7 +19,6 @@ use loopctl_core::fold::trace::Trace;
 use loopctl_core::fold::{Damage, Line, Projection, Split};
 use loopctl_core::{Dialect, Event, Kind};
 use rustc_hash::FxHashMap;
-use serde_json::Value;
 
 use super::ids::{Role, SpanId, TraceId, span_id, trace_id};
 
@@ -136,7 +135,6 @@ struct Extra {
     session: usize,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
-    model: Option<String>,
     agent: bool,
 }
 
@@ -168,24 +166,6 @@ fn str_attr(k: &'static str, v: impl Into<String>) -> (&'static str, AttrValue) 
 
 fn int_attr(k: &'static str, v: u64) -> (&'static str, AttrValue) {
     (k, AttrValue::Int(i64::try_from(v).unwrap_or(i64::MAX)))
-}
-
-/// An agent phase's usage, from `phase_finished`'s `usage` object (the usage contract), else
-/// the token facts the parser read (`tokens_in`, `input_tokens`, ...).
-fn usage(ev: &Event<'_>) -> (Option<u64>, Option<u64>, Option<String>) {
-    let p = ev.payload_value();
-    let u = p.get("usage");
-    let get = |k: &str| u.and_then(|u| u.get(k)).and_then(Value::as_u64);
-    let model = u
-        .and_then(|u| u.get("model"))
-        .or_else(|| p.get("model"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    (
-        get("input_tokens").or(ev.facts.tokens_in),
-        get("output_tokens").or(ev.facts.tokens_out),
-        model,
-    )
 }
 
 /// `cicd.pipeline.result` of a run that stopped: success, or what went wrong.
@@ -287,10 +267,10 @@ impl RunSpans {
         self.open = open;
         for &i in &done {
             if ev.kind == Kind::PhaseFinished {
-                let (input, output, model) = usage(ev);
+                // Token counts outside a `usage` object (`tokens_in`, Avenor's fields); the
+                // usage object itself is the trace's (`Attempt::usage`).
                 let x = &mut self.attempts[i];
-                x.agent |= input.is_some() || output.is_some() || model.is_some();
-                (x.input_tokens, x.output_tokens, x.model) = (input, output, model);
+                (x.input_tokens, x.output_tokens) = (ev.facts.tokens_in, ev.facts.tokens_out);
             }
         }
         self.just_finished = done;
@@ -459,16 +439,20 @@ impl RunSpans {
             str_attr(attr::TASK_RUN_ID, format!("{}/{}", self.run_id, x.key)),
         ];
         attributes.extend(p.attributes);
-        if x.agent {
+        let u = p.usage;
+        let input = u.and_then(|u| u.input_tokens).or(x.input_tokens);
+        let output = u.and_then(|u| u.output_tokens).or(x.output_tokens);
+        let model = u.and_then(|u| u.model.as_deref());
+        if x.agent || input.is_some() || output.is_some() || model.is_some() {
             attributes.push(str_attr(attr::GEN_AI_OPERATION_NAME, attr::INVOKE_AGENT));
             attributes.push(str_attr(attr::GEN_AI_AGENT_NAME, p.name));
-            if let Some(m) = &x.model {
+            if let Some(m) = model {
                 attributes.push(str_attr(attr::GEN_AI_REQUEST_MODEL, m));
             }
-            if let Some(n) = x.input_tokens {
+            if let Some(n) = input {
                 attributes.push(int_attr(attr::GEN_AI_INPUT_TOKENS, n));
             }
-            if let Some(n) = x.output_tokens {
+            if let Some(n) = output {
                 attributes.push(int_attr(attr::GEN_AI_OUTPUT_TOKENS, n));
             }
         }

@@ -3,6 +3,7 @@
 //! file is what follows.
 
 use loopctl_core::Ts;
+use loopctl_core::decode::agent_usage::AgentUsage;
 use loopctl_core::fold::trace::{Attempt, Escalation, Evaluation, Retry, Switch, Transition};
 
 use super::{AttrValue, Attrs, SpanEvent, attr, int_attr, str_attr};
@@ -114,6 +115,8 @@ pub(super) struct Phase<'a> {
     pub result: Option<&'static str>,
     pub error_text: Option<String>,
     pub marker: Option<&'a str>,
+    /// The agent's usage `phase_finished` reported (the usage contract), when it did.
+    pub usage: Option<&'a AgentUsage>,
     /// Its own attributes (iteration, attempt, kind, exit code, stop reason, verdict).
     pub attributes: Attrs,
 }
@@ -147,6 +150,7 @@ pub(super) fn phase(a: &Attempt) -> Phase<'_> {
         result: a.finished.then(|| task_result(a)),
         error_text: a.error_text(),
         marker: a.marker.as_deref(),
+        usage: a.usage.as_ref(),
         attributes,
     }
 }
