@@ -28,7 +28,7 @@ fn push_int(a: &mut Attrs, k: &'static str, v: Option<u64>) {
 
 pub(super) fn evaluation(e: &Evaluation, when: impl Fn(Option<Ts>) -> i64) -> SpanEvent {
     let mut a: Attrs = vec![int_attr(attr::ITERATION, e.iteration)];
-    a.push(str_attr(attr::QUALITY_PHASE, &e.phase));
+    a.push(str_attr(attr::QUALITY_PHASE, &*e.quality_phase));
     for (k, v) in [
         ("loopctl.evaluation.score", e.score),
         ("loopctl.evaluation.threshold", e.threshold),
@@ -40,20 +40,20 @@ pub(super) fn evaluation(e: &Evaluation, when: impl Fn(Option<Ts>) -> i64) -> Sp
     if let Some(x) = e.passed {
         a.push(("loopctl.evaluation.passed", AttrValue::Bool(x)));
     }
-    push_str(&mut a, "loopctl.evaluation.step", &e.step);
+    push_str(&mut a, "loopctl.evaluation.step", &e.at.phase);
     push_str(&mut a, "loopctl.evaluation.source", &e.source);
     push_str(&mut a, "loopctl.decision", &e.decision);
     a.push(int_attr("loopctl.evaluation.blocking", e.blocking()));
     SpanEvent {
         name: "evaluation",
-        time_ms: when(e.ts),
+        time_ms: when(e.at.ts),
         attributes: a,
     }
 }
 
 pub(super) fn retry(r: &Retry, when: impl Fn(Option<Ts>) -> i64) -> SpanEvent {
-    let mut a = iteration(r.iteration);
-    push_str(&mut a, attr::TASK_NAME, &r.phase);
+    let mut a = iteration(r.at.iteration);
+    push_str(&mut a, attr::TASK_NAME, &r.at.phase);
     push_int(&mut a, attr::ATTEMPT, r.attempt);
     push_int(&mut a, "loopctl.retry.next_attempt", r.next_attempt);
     push_int(&mut a, "loopctl.retry.delay_ms", r.delay_ms);
@@ -62,13 +62,13 @@ pub(super) fn retry(r: &Retry, when: impl Fn(Option<Ts>) -> i64) -> SpanEvent {
     }
     SpanEvent {
         name: "retry",
-        time_ms: when(r.ts),
+        time_ms: when(r.at.ts),
         attributes: a,
     }
 }
 
 pub(super) fn decision(d: &Transition, when: impl Fn(Option<Ts>) -> i64) -> SpanEvent {
-    let mut a = iteration(d.iteration);
+    let mut a = iteration(d.at.iteration);
     push_str(&mut a, "loopctl.decision.from", &d.from);
     push_str(&mut a, "loopctl.decision.source", &d.source);
     push_str(&mut a, "loopctl.decision.rule", &d.rule);
@@ -79,29 +79,29 @@ pub(super) fn decision(d: &Transition, when: impl Fn(Option<Ts>) -> i64) -> Span
     }
     SpanEvent {
         name: "decision",
-        time_ms: when(d.ts),
+        time_ms: when(d.at.ts),
         attributes: a,
     }
 }
 
 pub(super) fn escalation(e: &Escalation, when: impl Fn(Option<Ts>) -> i64) -> SpanEvent {
-    let mut a = iteration(e.iteration);
-    push_str(&mut a, attr::TASK_NAME, &e.phase);
+    let mut a = iteration(e.at.iteration);
+    push_str(&mut a, attr::TASK_NAME, &e.at.phase);
     push_str(&mut a, "loopctl.escalation.question", &e.question);
     SpanEvent {
         name: "escalation",
-        time_ms: when(e.ts),
+        time_ms: when(e.at.ts),
         attributes: a,
     }
 }
 
 pub(super) fn switch(w: &Switch, when: impl Fn(Option<Ts>) -> i64) -> SpanEvent {
-    let mut a = iteration(w.iteration);
+    let mut a = iteration(w.at.iteration);
     push_str(&mut a, "loopctl.switch.from", &w.from_phase);
     push_str(&mut a, "loopctl.switch.to", &w.to_phase);
     SpanEvent {
         name: "quality_phase_switch",
-        time_ms: when(w.ts),
+        time_ms: when(w.at.ts),
         attributes: a,
     }
 }
@@ -123,34 +123,38 @@ pub(super) struct Phase<'a> {
 
 /// `cicd.pipeline.task.run.result` of a finished attempt.
 fn task_result(a: &Attempt) -> &'static str {
-    match a.stop_reason.as_deref() {
+    let x = a.explicit();
+    match x.stop_reason.as_deref() {
         _ if !a.failed() => "success",
         Some("timeout") => "timeout",
         Some("cancelled") => "cancellation",
         // The runner could not start it (no exit code, or the shell's 127): not the phase's.
-        Some("error") if a.exit_code.is_none_or(|c| c == 127) => "error",
+        Some("error") if x.exit_code.is_none_or(|c| c == 127) => "error",
         _ => "failure",
     }
 }
 
 pub(super) fn phase(a: &Attempt) -> Phase<'_> {
+    let x = a.explicit();
     let mut attributes = vec![int_attr(attr::ATTEMPT, a.attempt)];
     push_int(&mut attributes, attr::ITERATION, a.iteration);
-    push_str(&mut attributes, attr::PHASE_KIND, &a.kind);
-    push_str(&mut attributes, attr::QUALITY_PHASE, &a.phase);
-    if let Some(c) = a.exit_code {
+    push_str(&mut attributes, attr::PHASE_KIND, &x.kind);
+    if let Some(q) = &a.phase {
+        attributes.push(str_attr(attr::QUALITY_PHASE, &**q));
+    }
+    if let Some(c) = x.exit_code {
         attributes.push((attr::EXIT_CODE, AttrValue::Int(c)));
     }
-    push_str(&mut attributes, attr::PHASE_STOP_REASON, &a.stop_reason);
-    push_str(&mut attributes, attr::VERDICT, &a.verdict);
+    push_str(&mut attributes, attr::PHASE_STOP_REASON, &x.stop_reason);
+    push_str(&mut attributes, attr::VERDICT, &x.verdict);
     Phase {
         name: &a.name,
         started: a.started,
         ended: a.ended,
         result: a.finished.then(|| task_result(a)),
         error_text: a.error_text(),
-        marker: a.marker.as_deref(),
-        usage: a.usage.as_ref(),
+        marker: x.marker.as_deref(),
+        usage: x.usage.as_ref(),
         attributes,
     }
 }
