@@ -147,21 +147,16 @@ impl Report {
 
         let sc = &self.scores;
         if !sc.points.is_empty() {
-            let _ = writeln!(o, "\nScores  {}", sc.sparkline);
-            let _ = writeln!(
-                o,
-                "  {}",
-                sc.points
-                    .iter()
-                    .map(|p| format!(
-                        "{}/{} {}",
-                        p.iteration,
-                        p.quality_phase,
-                        score(p.score.unwrap_or(0.0))
-                    ))
-                    .collect::<Vec<_>>()
-                    .join("  →  ")
-            );
+            let _ = writeln!(o, "\nScores  {}", score_spark(sc, full));
+            let line = score_items(&sc.points, full, |p| {
+                format!(
+                    "{}/{} {}",
+                    p.iteration,
+                    p.quality_phase,
+                    score(p.score.unwrap_or(0.0))
+                )
+            });
+            let _ = writeln!(o, "  {}", line.join("  →  "));
             if let Some(b) = sc.best {
                 let _ = writeln!(o, "  best {}", score(b));
             }
@@ -356,19 +351,19 @@ impl Report {
             let _ = writeln!(
                 o,
                 "`{}` {} (best {})\n",
-                sc.sparkline,
-                sc.points
-                    .iter()
-                    .map(|p| score(p.score.unwrap_or(0.0)))
-                    .collect::<Vec<_>>()
-                    .join(" → "),
+                score_spark(sc, full),
+                score_items(&sc.points, full, |p| score(p.score.unwrap_or(0.0))).join(" → "),
                 sc.best.map_or("-".into(), score)
             );
             let _ = writeln!(
                 o,
                 "| Iteration | Phase | Score | Passed | Failed rules |\n|---|---|---:|---|---|"
             );
-            for p in &sc.points {
+            let (head, elided, tail) = score_parts(&sc.points, full);
+            for (i, p) in head.iter().chain(tail).enumerate() {
+                if i == head.len() && elided > 0 {
+                    let _ = writeln!(o, "| | *{}* | | | |", elided_scores(elided));
+                }
                 let _ = writeln!(
                     o,
                     "| {} | {} | {} | {} | {} |",
@@ -451,6 +446,62 @@ impl Report {
 }
 
 /// The line that stands for the elided middle of a timeline.
+/// The scores a text or Markdown report lists: all, or like the timeline, the first and last
+/// `TIMELINE_EDGE` of a long run (a run of 26,000 evaluations is not one 500 KB line).
+fn score_parts(points: &[Evaluation], full: bool) -> (&[Evaluation], usize, &[Evaluation]) {
+    let n = points.len();
+    if full || n <= 2 * TIMELINE_EDGE {
+        return (points, 0, &[]);
+    }
+    let (head, rest) = points.split_at(TIMELINE_EDGE);
+    (
+        head,
+        n - 2 * TIMELINE_EDGE,
+        &rest[rest.len() - TIMELINE_EDGE..],
+    )
+}
+
+/// `score_parts` rendered item by item, with the elided count in between.
+fn score_items(
+    points: &[Evaluation],
+    full: bool,
+    item: impl Fn(&Evaluation) -> String,
+) -> Vec<String> {
+    let (head, elided, tail) = score_parts(points, full);
+    let mut v: Vec<String> = head.iter().map(&item).collect();
+    if elided > 0 {
+        v.push(elided_scores(elided));
+    }
+    v.extend(tail.iter().map(&item));
+    v
+}
+
+fn elided_scores(n: usize) -> String {
+    format!("... {n} score(s) elided (--full-timeline shows all) ...")
+}
+
+/// Columns of a text sparkline: a longer trajectory shows the mean of each of `SPARK_WIDTH`
+/// equal runs of scores, and says so.
+const SPARK_WIDTH: usize = 80;
+
+fn score_spark(sc: &Scores, full: bool) -> String {
+    let n = sc.points.len();
+    if full || n <= SPARK_WIDTH {
+        return sc.sparkline.clone();
+    }
+    let means: Vec<f64> = (0..SPARK_WIDTH)
+        .map(|b| {
+            let run = &sc.points[b * n / SPARK_WIDTH..(b + 1) * n / SPARK_WIDTH];
+            run.iter().map(|p| p.score.unwrap_or(0.0)).sum::<f64>() / run.len().max(1) as f64
+        })
+        .collect();
+    format!(
+        "{} (each bar the mean of about {} scores)",
+        sparkline(&means),
+        n / SPARK_WIDTH
+    )
+}
+
 fn elided_line(n: usize) -> String {
     format!("... {n} iteration(s) elided (--full-timeline shows all) ...")
 }
