@@ -183,11 +183,11 @@ fn print_json(text: &[u8]) {
     let _ = out.flush();
 }
 
+/// Pretty JSON, by `print_json`: serde_json's indentation adds only spaces and newlines.
 pub fn json_pretty<T: serde::Serialize>(v: &T) {
-    print(&format!(
-        "{}\n",
-        serde_json::to_string_pretty(v).unwrap_or_default()
-    ));
+    let mut text = serde_json::to_vec_pretty(v).unwrap_or_default();
+    text.push(b'\n');
+    print_json(&text);
 }
 
 pub fn score(s: f64) -> String {
