@@ -1,0 +1,125 @@
+//! One row of each table, as Rust values (times in Unix milliseconds, days since 1970-01-01).
+
+use serde_json::Value;
+
+/// Agent usage as the runner records it in `phase_finished` (team contract: `usage` object).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Usage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_creation_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+    pub turns: Option<u64>,
+    pub model: Option<String>,
+}
+
+fn add_u(a: &mut Option<u64>, b: Option<u64>) {
+    if let Some(b) = b {
+        *a = Some(a.unwrap_or(0).saturating_add(b));
+    }
+}
+
+impl Usage {
+    /// The `usage` object of a `phase_finished` payload; `None` when it is not an object.
+    pub fn of(v: &Value) -> Option<Usage> {
+        let o = v.as_object()?;
+        let u = |k: &str| o.get(k).and_then(Value::as_u64);
+        Some(Usage {
+            input_tokens: u("input_tokens"),
+            output_tokens: u("output_tokens"),
+            cache_read_tokens: u("cache_read_tokens"),
+            cache_creation_tokens: u("cache_creation_tokens"),
+            cost_usd: o.get("cost_usd").and_then(Value::as_f64),
+            turns: u("turns"),
+            model: o.get("model").and_then(Value::as_str).map(str::to_string),
+        })
+    }
+
+    /// Sums counts and cost; the model is the last one named.
+    pub fn add(&mut self, o: &Usage) {
+        add_u(&mut self.input_tokens, o.input_tokens);
+        add_u(&mut self.output_tokens, o.output_tokens);
+        add_u(&mut self.cache_read_tokens, o.cache_read_tokens);
+        add_u(&mut self.cache_creation_tokens, o.cache_creation_tokens);
+        add_u(&mut self.turns, o.turns);
+        if let Some(c) = o.cost_usd {
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
+        }
+        if o.model.is_some() {
+            self.model.clone_from(&o.model);
+        }
+    }
+}
+
+/// Days since 1970-01-01 (UTC) of a Unix time in milliseconds.
+pub fn day_of(ms: i64) -> i32 {
+    ms.div_euclid(86_400_000) as i32
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub run_id: String,
+    pub loop_name: String,
+    pub status: &'static str,
+    pub exit_reason: Option<String>,
+    pub started: Option<i64>,
+    pub ended: Option<i64>,
+    pub duration_ms: Option<u64>,
+    pub iterations: u64,
+    pub max_iterations: Option<u64>,
+    pub last_score: Option<f64>,
+    pub passed: Option<bool>,
+    pub retries: u64,
+    pub phase_errors: u64,
+    pub usage: Usage,
+    pub first_pass_iteration: Option<u64>,
+    pub first_pass_ms: Option<u64>,
+    pub stagnation: Option<String>,
+    pub dialect: Option<&'static str>,
+    pub events: u64,
+    pub source: String,
+    pub day: Option<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseRow {
+    pub run_id: String,
+    pub loop_name: String,
+    pub iteration: Option<u64>,
+    pub phase: String,
+    pub kind: Option<String>,
+    pub quality_phase: Option<String>,
+    pub attempt: u64,
+    pub started: Option<i64>,
+    pub ended: Option<i64>,
+    pub duration_ms: Option<u64>,
+    pub outcome: &'static str,
+    pub stop_reason: Option<String>,
+    pub exit_code: Option<i64>,
+    pub marker: Option<String>,
+    pub score: Option<f64>,
+    pub passed: Option<bool>,
+    pub usage: Usage,
+    pub derived: bool,
+    pub source: String,
+    pub day: Option<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRow {
+    pub run_id: String,
+    pub loop_name: String,
+    pub seq: Option<u64>,
+    pub ts: Option<i64>,
+    pub dialect: &'static str,
+    pub event: String,
+    pub iteration: Option<u64>,
+    pub phase: Option<String>,
+    pub step: Option<String>,
+    pub status: Option<String>,
+    pub payload: Option<String>,
+    pub line: u64,
+    pub source: String,
+    pub day: Option<i32>,
+}
