@@ -3,6 +3,7 @@
 //! driver, then turned into the rows of `runs`, `phases` and `events`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::analysis::stagnation::{Config, assess};
@@ -117,6 +118,7 @@ fn take_log(out: &mut Collected, run: &RunRef, folded: (Replay, Traces, Extras),
     salvage_max_iterations(run, &mut states);
     let mut traces = traces.into_runs();
     let source = run.log.to_string_lossy().into_owned();
+    let shared_source: Arc<str> = source.as_str().into();
     for (id, state) in &outcome.runs {
         if state.events == 0 {
             continue;
@@ -127,9 +129,10 @@ fn take_log(out: &mut Collected, run: &RunRef, folded: (Replay, Traces, Extras),
         phase_rows(&r, &trace, &extra, &mut out.phases);
         let mut events = extra.events;
         events.sort_by_key(|e| e.line);
+        let loop_name: Arc<str> = r.loop_name.as_str().into();
         for e in &mut events {
-            e.loop_name.clone_from(&r.loop_name);
-            e.source.clone_from(&source);
+            e.loop_name = loop_name.clone();
+            e.source = shared_source.clone();
         }
         out.events.extend(events);
         out.runs.push(r);
@@ -260,12 +263,16 @@ fn phase_rows(r: &RunRow, t: &Trace, x: &RunExtra, out: &mut Vec<PhaseRow>) {
 /// `phase_finished` events carry, and (when asked) its events as rows.
 struct Extras {
     default_run: String,
+    /// Filled in per run once it is folded.
+    blank: Arc<str>,
     events: bool,
     runs: FxHashMap<String, RunExtra>,
 }
 
 #[derive(Default)]
 struct RunExtra {
+    /// The run's id, shared by its event rows.
+    id: Option<Arc<str>>,
     dialect: Option<Dialect>,
     /// Summed over the run's phases.
     usage: Usage,
@@ -278,6 +285,7 @@ impl Extras {
     fn new(default_run: &str, events: bool) -> Extras {
         Extras {
             default_run: default_run.to_string(),
+            blank: Arc::from(""),
             events,
             runs: FxHashMap::default(),
         }
@@ -305,9 +313,10 @@ impl Projection for Extras {
         }
         if self.events {
             let ts = ev.ts.map(|t| t.millis());
+            let run_id = x.id.get_or_insert_with(|| id.into()).clone();
             x.events.push(EventRow {
-                run_id: id.to_string(),
-                loop_name: String::new(),
+                run_id,
+                loop_name: self.blank.clone(),
                 seq: ev.seq,
                 ts,
                 dialect: ev.dialect.name(),
@@ -318,7 +327,7 @@ impl Projection for Extras {
                 status: ev.status.as_deref().map(str::to_string),
                 payload: ev.payload.as_deref().map(str::to_string),
                 line: line.pos.line,
-                source: String::new(),
+                source: self.blank.clone(),
                 day: ts.map(day_of),
             });
         }

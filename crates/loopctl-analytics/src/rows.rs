@@ -1,5 +1,7 @@
 //! One row of each table, as Rust values (times in Unix milliseconds, days since 1970-01-01).
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 /// Agent usage as the runner records it in `phase_finished` (team contract: `usage` object).
@@ -106,10 +108,11 @@ pub struct PhaseRow {
     pub day: Option<i32>,
 }
 
+/// The run's names are shared by its events (a log can hold millions).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRow {
-    pub run_id: String,
-    pub loop_name: String,
+    pub run_id: Arc<str>,
+    pub loop_name: Arc<str>,
     pub seq: Option<u64>,
     pub ts: Option<i64>,
     pub dialect: &'static str,
@@ -120,6 +123,6 @@ pub struct EventRow {
     pub status: Option<String>,
     pub payload: Option<String>,
     pub line: u64,
-    pub source: String,
+    pub source: Arc<str>,
     pub day: Option<i32>,
 }

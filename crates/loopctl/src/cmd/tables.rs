@@ -64,6 +64,13 @@ pub fn read(ctx: &Ctx, paths: &[PathBuf], r: &ReadArgs, events: bool) -> anyhow:
         paths.to_vec()
     };
     let (logs, mut bad) = logs_of(&paths);
+    if logs.is_empty() && bad.is_empty() {
+        let named: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        output::warn(&format!(
+            "no run folder or log in {}: the tables are empty",
+            named.join(", ")
+        ));
+    }
     let total: u64 = logs
         .iter()
         .map(|l| std::fs::metadata(&l.log).map_or(0, |m| m.len()))
