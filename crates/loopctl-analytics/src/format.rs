@@ -2,7 +2,7 @@
 
 use loopctl_core::Ts;
 use polars::prelude::*;
-use serde_json::{Map, Number, Value};
+use serde_json::{Number, Value};
 
 use crate::reports::civil;
 
@@ -85,24 +85,42 @@ pub fn cells(df: &DataFrame) -> (Vec<String>, Vec<Vec<String>>) {
     )
 }
 
-fn object(names: &[&PlSmallStr], row: &[AnyValue<'_>]) -> Value {
-    let mut m = Map::new();
-    for (n, v) in names.iter().zip(row) {
-        m.insert(n.to_string(), json_value(v));
+/// One row as a JSON object, its keys in column order; `first` is an extra key put first.
+fn object(names: &[&PlSmallStr], row: &[AnyValue<'_>], first: Option<(&str, &str)>) -> String {
+    let mut out = String::from("{");
+    let mut put = |k: &str, v: &Value| {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(&Value::from(k).to_string());
+        out.push(':');
+        out.push_str(&v.to_string());
+    };
+    if let Some((k, v)) = first {
+        put(k, &Value::from(v));
     }
-    Value::Object(m)
+    for (n, v) in names.iter().zip(row) {
+        put(n.as_str(), &json_value(v));
+    }
+    out.push('}');
+    out
 }
 
-/// The rows as JSON objects.
-pub fn json_rows(df: &DataFrame) -> Vec<Value> {
+/// The rows as JSON objects (keys in column order), each with `first` as its first key.
+pub fn json_objects(df: &DataFrame, first: Option<(&str, &str)>) -> Vec<String> {
     let names = df.get_column_names();
-    rows(df).map(|r| object(&names, &r)).collect()
+    rows(df).map(|r| object(&names, &r, first)).collect()
+}
+
+/// The rows as one JSON array.
+pub fn json_array(df: &DataFrame) -> String {
+    format!("[{}]", json_objects(df, None).join(","))
 }
 
 /// One JSON object per line.
 pub fn ndjson(df: &DataFrame, out: &mut Vec<u8>) {
-    for v in json_rows(df) {
-        out.extend_from_slice(v.to_string().as_bytes());
+    for o in json_objects(df, None) {
+        out.extend_from_slice(o.as_bytes());
         out.push(b'\n');
     }
 }

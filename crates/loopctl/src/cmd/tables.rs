@@ -161,11 +161,7 @@ pub fn print_frame(df: &mut DataFrame, out: &OutArgs) -> anyhow::Result<()> {
     let bytes = match out.format() {
         Format::Table => table_text(df).into_bytes(),
         Format::Csv => format::csv(df).into_bytes(),
-        Format::Json => {
-            let mut s = serde_json::to_string(&format::json_rows(df))?;
-            s.push('\n');
-            s.into_bytes()
-        }
+        Format::Json => (format::json_array(df) + "\n").into_bytes(),
         Format::Ndjson => {
             let mut v = Vec::new();
             format::ndjson(df, &mut v);
@@ -203,22 +199,23 @@ pub fn print_frames(frames: &[(&str, &str, DataFrame)], out: &OutArgs) -> anyhow
             s.into_bytes()
         }
         Format::Json => {
-            let mut m = serde_json::Map::new();
-            for (name, _, df) in frames {
-                m.insert(name.to_string(), format::json_rows(df).into());
-            }
-            let mut s = serde_json::Value::Object(m).to_string();
-            s.push('\n');
-            s.into_bytes()
+            let parts: Vec<String> = frames
+                .iter()
+                .map(|(name, _, df)| {
+                    format!(
+                        "{}:{}",
+                        serde_json::Value::from(*name),
+                        format::json_array(df)
+                    )
+                })
+                .collect();
+            format!("{{{}}}\n", parts.join(",")).into_bytes()
         }
         Format::Ndjson => {
             let mut v = Vec::new();
             for (name, _, df) in frames {
-                for mut row in format::json_rows(df) {
-                    if let Some(o) = row.as_object_mut() {
-                        o.insert("report".into(), (*name).into());
-                    }
-                    v.extend_from_slice(row.to_string().as_bytes());
+                for row in format::json_objects(df, Some(("report", name))) {
+                    v.extend_from_slice(row.as_bytes());
                     v.push(b'\n');
                 }
             }
