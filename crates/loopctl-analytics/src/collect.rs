@@ -224,19 +224,40 @@ fn scores_by_attempt(t: &Trace, phases: &[Attempt]) -> FxHashMap<usize, (f64, Op
     out
 }
 
+/// One shared copy of each distinct string.
+#[derive(Default)]
+struct Interner(FxHashMap<String, Arc<str>>);
+
+impl Interner {
+    fn get(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.0.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = s.into();
+        self.0.insert(s.to_string(), a.clone());
+        a
+    }
+}
+
 fn phase_rows(r: &RunRow, t: &Trace, x: &RunExtra, out: &mut Vec<PhaseRow>) {
     let phases = t.phases();
     let scores = scores_by_attempt(t, phases);
+    let mut names = Interner::default();
+    let (run_id, loop_name, source) = (
+        names.get(&r.run_id),
+        names.get(&r.loop_name),
+        names.get(&r.source),
+    );
     for (i, a) in phases.iter().enumerate() {
         let started = a.started.map(|ts| ts.millis());
         let score = scores.get(&i);
         out.push(PhaseRow {
-            run_id: r.run_id.clone(),
-            loop_name: r.loop_name.clone(),
+            run_id: run_id.clone(),
+            loop_name: loop_name.clone(),
             iteration: a.iteration,
-            phase: a.name.clone(),
-            kind: a.kind.clone(),
-            quality_phase: a.phase.clone(),
+            phase: names.get(&a.name),
+            kind: a.kind.as_deref().map(|k| names.get(k)),
+            quality_phase: a.phase.as_deref().map(|q| names.get(q)),
             attempt: a.attempt,
             started,
             ended: a.ended.map(|ts| ts.millis()),
@@ -253,7 +274,7 @@ fn phase_rows(r: &RunRow, t: &Trace, x: &RunExtra, out: &mut Vec<PhaseRow>) {
                 .cloned()
                 .unwrap_or_default(),
             derived: a.derived,
-            source: r.source.clone(),
+            source: source.clone(),
             day: started.or(r.started).map(day_of),
         });
     }

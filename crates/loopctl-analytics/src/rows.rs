@@ -84,14 +84,15 @@ pub struct RunRow {
     pub day: Option<i32>,
 }
 
+/// Strings a run's phases repeat are shared (a run can have hundreds of thousands).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PhaseRow {
-    pub run_id: String,
-    pub loop_name: String,
+    pub run_id: Arc<str>,
+    pub loop_name: Arc<str>,
     pub iteration: Option<u64>,
-    pub phase: String,
-    pub kind: Option<String>,
-    pub quality_phase: Option<String>,
+    pub phase: Arc<str>,
+    pub kind: Option<Arc<str>>,
+    pub quality_phase: Option<Arc<str>>,
     pub attempt: u64,
     pub started: Option<i64>,
     pub ended: Option<i64>,
@@ -104,7 +105,7 @@ pub struct PhaseRow {
     pub passed: Option<bool>,
     pub usage: Usage,
     pub derived: bool,
-    pub source: String,
+    pub source: Arc<str>,
     pub day: Option<i32>,
 }
 
