@@ -17,7 +17,10 @@ use loopctl_store::snapshot::salvage_max_iterations;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
+use polars::prelude::{DataFrame, PolarsResult};
+
 use crate::rows::{EventRow, PhaseRow, RunRow, Usage, day_of};
+use crate::tables;
 
 /// What to read and how.
 #[derive(Clone)]
@@ -41,8 +44,10 @@ pub struct Damaged {
 #[derive(Debug, Default)]
 pub struct Collected {
     pub runs: Vec<RunRow>,
-    pub phases: Vec<PhaseRow>,
-    pub events: Vec<EventRow>,
+    /// The `phases` and `events` tables in parts, one per batch of logs: rows are held only
+    /// until their batch is read (a frame holds them in far less memory).
+    pub phases: Vec<DataFrame>,
+    pub events: Vec<DataFrame>,
     pub damaged: Vec<Damaged>,
     /// Files (or roots) that could not be read, with why.
     pub unreadable: Vec<(PathBuf, String)>,
@@ -72,8 +77,19 @@ pub fn logs_of(inputs: &[PathBuf]) -> (Vec<RunRef>, Vec<(PathBuf, String)>) {
     (runs, bad)
 }
 
+/// Rows of a batch of logs, before they become frames.
+#[derive(Default)]
+struct Batch {
+    phases: Vec<PhaseRow>,
+    events: Vec<EventRow>,
+}
+
 /// Reads every log, calling `progress(files_done, bytes_done)` as batches of logs finish.
-pub fn collect(logs: &[RunRef], opts: &Options, mut progress: impl FnMut(u64, u64)) -> Collected {
+pub fn collect(
+    logs: &[RunRef],
+    opts: &Options,
+    mut progress: impl FnMut(u64, u64),
+) -> PolarsResult<Collected> {
     let mut out = Collected::default();
     // Batches bound the memory held by folded logs not yet turned into rows.
     let batch = opts.read.threads.max(1) * 32;
@@ -85,20 +101,31 @@ pub fn collect(logs: &[RunRef], opts: &Options, mut progress: impl FnMut(u64, u6
                 Extras::new(&r.name, opts.events),
             )
         });
+        let mut batch = Batch::default();
         for (run, res) in group.iter().zip(folded) {
             out.files += 1;
             out.bytes += std::fs::metadata(&run.log).map_or(0, |m| m.len());
             match res {
-                Ok(f) => take_log(&mut out, run, f, opts),
+                Ok(f) => take_log(&mut out, &mut batch, run, f, opts),
                 Err(e) => out.unreadable.push((run.log.clone(), e.to_string())),
             }
         }
+        out.phases.push(tables::phases(&batch.phases)?);
+        if opts.events {
+            out.events.push(tables::events(&batch.events)?);
+        }
         progress(out.files, out.bytes);
     }
-    out
+    Ok(out)
 }
 
-fn take_log(out: &mut Collected, run: &RunRef, folded: (Replay, Traces, Extras), opts: &Options) {
+fn take_log(
+    out: &mut Collected,
+    batch: &mut Batch,
+    run: &RunRef,
+    folded: (Replay, Traces, Extras),
+    opts: &Options,
+) {
     let (replay, traces, mut extras) = folded;
     let mut outcome = replay.finish();
     for f in &outcome.findings {
@@ -126,7 +153,7 @@ fn take_log(out: &mut Collected, run: &RunRef, folded: (Replay, Traces, Extras),
         let trace = traces.remove(id).unwrap_or_default();
         let extra = extras.runs.remove(id).unwrap_or_default();
         let r = run_row(state, &trace, &extra, &source, &opts.stagnation);
-        phase_rows(&r, &trace, &extra, &mut out.phases);
+        phase_rows(&r, &trace, &extra, &mut batch.phases);
         let mut events = extra.events;
         events.sort_by_key(|e| e.line);
         let loop_name: Arc<str> = r.loop_name.as_str().into();
@@ -134,7 +161,7 @@ fn take_log(out: &mut Collected, run: &RunRef, folded: (Replay, Traces, Extras),
             e.loop_name = loop_name.clone();
             e.source = shared_source.clone();
         }
-        out.events.extend(events);
+        batch.events.extend(events);
         out.runs.push(r);
     }
 }

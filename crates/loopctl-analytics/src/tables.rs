@@ -125,6 +125,16 @@ pub fn events(rows: &[EventRow]) -> PolarsResult<DataFrame> {
     DataFrame::new(rows.len(), cols)
 }
 
+/// The parts one after the other (`empty` when there are none), as chunks of one frame: no
+/// copy (a copy into one chunk would double the peak memory).
+fn stacked(parts: &[DataFrame], empty: DataFrame) -> PolarsResult<DataFrame> {
+    let mut all = empty;
+    for p in parts {
+        all.vstack_mut(p)?;
+    }
+    Ok(all)
+}
+
 /// The three tables, by name.
 pub struct Tables {
     pub runs: DataFrame,
@@ -136,8 +146,8 @@ impl Tables {
     pub fn of(c: &crate::Collected) -> PolarsResult<Tables> {
         Ok(Tables {
             runs: runs(&c.runs)?,
-            phases: phases(&c.phases)?,
-            events: events(&c.events)?,
+            phases: stacked(&c.phases, phases(&[])?)?,
+            events: stacked(&c.events, events(&[])?)?,
         })
     }
 

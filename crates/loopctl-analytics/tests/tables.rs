@@ -21,7 +21,7 @@ fn options() -> Options {
 fn read(paths: &[PathBuf]) -> Collected {
     let (logs, bad) = logs_of(paths);
     assert!(bad.is_empty(), "{bad:?}");
-    collect(&logs, &options(), |_, _| {})
+    collect(&logs, &options(), |_, _| {}).unwrap()
 }
 
 /// The `| column | type | meaning |` rows under `### NAME` in docs/analytics.md.

@@ -95,7 +95,7 @@ pub fn read(ctx: &Ctx, paths: &[PathBuf], r: &ReadArgs, events: bool) -> anyhow:
     let mut c = collect(&logs, &opts, |files, bytes| {
         bar.set_position(bytes);
         bar.set_message(format!("{files}/{n} files"));
-    });
+    })?;
     bar.finish_and_clear();
     report_damage(&c);
     bad.append(&mut c.unreadable);
