@@ -9,13 +9,12 @@ use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::analysis::stagnation::{Config, assess};
 use loopctl_core::fold::trace::{Attempt, Trace, Traces};
 use loopctl_core::fold::{Line, Projection, Split};
-use loopctl_core::{Dialect, Event, FindingKind, Kind, Replay, RunState};
+use loopctl_core::{Dialect, Event, FindingKind, Replay, RunState};
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::fold::fold_runs;
 use loopctl_store::read::ReadOptions;
 use loopctl_store::snapshot::salvage_max_iterations;
 use rustc_hash::FxHashMap;
-use serde_json::Value;
 
 use polars::prelude::{DataFrame, PolarsResult};
 
@@ -153,7 +152,7 @@ fn take_log(
         let trace = traces.remove(id).unwrap_or_default();
         let extra = extras.runs.remove(id).unwrap_or_default();
         let r = run_row(state, &trace, &extra, &source, &opts.stagnation);
-        phase_rows(&r, &trace, &extra, &mut batch.phases);
+        phase_rows(&r, &trace, &mut batch.phases);
         let mut events = extra.events;
         events.sort_by_key(|e| e.line);
         let loop_name: Arc<str> = r.loop_name.as_str().into();
@@ -182,7 +181,12 @@ fn run_row(s: &RunState, t: &Trace, x: &RunExtra, source: &str, cfg: &Config) ->
     let first_pass = t.evaluations.iter().find(|e| e.passed == Some(true));
     let verdict = assess(t, cfg, None, Liveness::Unknown);
     let detectors: Vec<&str> = verdict.triggered().map(|f| f.detector.name()).collect();
-    let mut usage = x.usage.clone();
+    let mut usage = Usage::default();
+    for a in t.phases() {
+        if let Some(u) = &a.usage {
+            usage.add(&Usage::from(u));
+        }
+    }
     // Every dialect's token counts (the reducer's), beyond the contract's `usage` objects.
     usage.input_tokens =
         Some(s.tokens.input).filter(|_| s.tokens.input > 0 || usage.input_tokens.is_some());
@@ -266,7 +270,7 @@ impl Interner {
     }
 }
 
-fn phase_rows(r: &RunRow, t: &Trace, x: &RunExtra, out: &mut Vec<PhaseRow>) {
+fn phase_rows(r: &RunRow, t: &Trace, out: &mut Vec<PhaseRow>) {
     let phases = t.phases();
     let scores = scores_by_attempt(t, phases);
     let mut names = Interner::default();
@@ -295,11 +299,7 @@ fn phase_rows(r: &RunRow, t: &Trace, x: &RunExtra, out: &mut Vec<PhaseRow>) {
             marker: a.marker.clone(),
             score: score.map(|s| s.0),
             passed: score.and_then(|s| s.1),
-            usage: a
-                .end_seq
-                .and_then(|seq| x.phase_usage.get(&seq))
-                .cloned()
-                .unwrap_or_default(),
+            usage: a.usage.as_ref().map(Usage::from).unwrap_or_default(),
             derived: a.derived,
             source: source.clone(),
             day: started.or(r.started).map(day_of),
@@ -307,8 +307,8 @@ fn phase_rows(r: &RunRow, t: &Trace, x: &RunExtra, out: &mut Vec<PhaseRow>) {
     }
 }
 
-/// What replay and the trace do not keep: each run's dialect, the agent usage its
-/// `phase_finished` events carry, and (when asked) its events as rows.
+/// What replay and the trace do not keep: each run's dialect and (when asked) its events as
+/// rows.
 struct Extras {
     default_run: String,
     /// Filled in per run once it is folded.
@@ -322,10 +322,6 @@ struct RunExtra {
     /// The run's id, shared by its event rows.
     id: Option<Arc<str>>,
     dialect: Option<Dialect>,
-    /// Summed over the run's phases.
-    usage: Usage,
-    /// By the seq of the `phase_finished` that carried it.
-    phase_usage: FxHashMap<u64, Usage>,
     events: Vec<EventRow>,
 }
 
@@ -348,17 +344,6 @@ impl Projection for Extras {
             None => self.runs.entry(id.to_string()).or_default(),
         };
         x.dialect.get_or_insert(ev.dialect);
-        if ev.kind == Kind::PhaseFinished
-            && let Some(p) = ev.payload.as_deref()
-            && p.contains("\"usage\"")
-            && let Ok(v) = serde_json::from_str::<Value>(p)
-            && let Some(u) = v.get("usage").and_then(Usage::of)
-        {
-            x.usage.add(&u);
-            if let Some(seq) = ev.seq {
-                x.phase_usage.insert(seq, u);
-            }
-        }
         if self.events {
             let ts = ev.ts.map(|t| t.millis());
             let run_id = x.id.get_or_insert_with(|| id.into()).clone();

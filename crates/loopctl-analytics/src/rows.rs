@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
+use loopctl_core::decode::agent_usage::AgentUsage;
 
-/// Agent usage as the runner records it in `phase_finished` (team contract: `usage` object).
+/// Agent usage as the runner records it in `phase_finished` (its `usage` object, as the trace
+/// reads it), summable.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Usage {
     pub input_tokens: Option<u64>,
@@ -16,6 +17,20 @@ pub struct Usage {
     pub model: Option<String>,
 }
 
+impl From<&AgentUsage> for Usage {
+    fn from(u: &AgentUsage) -> Usage {
+        Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_tokens: u.cache_read_tokens,
+            cache_creation_tokens: u.cache_creation_tokens,
+            cost_usd: u.cost_usd,
+            turns: u.turns,
+            model: u.model.clone(),
+        }
+    }
+}
+
 fn add_u(a: &mut Option<u64>, b: Option<u64>) {
     if let Some(b) = b {
         *a = Some(a.unwrap_or(0).saturating_add(b));
@@ -23,21 +38,6 @@ fn add_u(a: &mut Option<u64>, b: Option<u64>) {
 }
 
 impl Usage {
-    /// The `usage` object of a `phase_finished` payload; `None` when it is not an object.
-    pub fn of(v: &Value) -> Option<Usage> {
-        let o = v.as_object()?;
-        let u = |k: &str| o.get(k).and_then(Value::as_u64);
-        Some(Usage {
-            input_tokens: u("input_tokens"),
-            output_tokens: u("output_tokens"),
-            cache_read_tokens: u("cache_read_tokens"),
-            cache_creation_tokens: u("cache_creation_tokens"),
-            cost_usd: o.get("cost_usd").and_then(Value::as_f64),
-            turns: u("turns"),
-            model: o.get("model").and_then(Value::as_str).map(str::to_string),
-        })
-    }
-
     /// Sums counts and cost; the model is the last one named.
     pub fn add(&mut self, o: &Usage) {
         add_u(&mut self.input_tokens, o.input_tokens);
