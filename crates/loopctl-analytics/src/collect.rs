@@ -168,7 +168,7 @@ fn take_log(
 fn run_row(s: &RunState, t: &Trace, x: &RunExtra, source: &str, cfg: &Config) -> RunRow {
     let started = s.created_at.or(t.first_ts).map(|ts| ts.millis());
     let ended = if s.is_terminal() {
-        t.stop.as_ref().and_then(|st| st.ts).or(t.last_ts)
+        t.stop.as_ref().and_then(|st| st.at.ts).or(t.last_ts)
     } else {
         None
     }
@@ -183,7 +183,7 @@ fn run_row(s: &RunState, t: &Trace, x: &RunExtra, source: &str, cfg: &Config) ->
     let detectors: Vec<&str> = verdict.triggered().map(|f| f.detector.name()).collect();
     let mut usage = Usage::default();
     for a in t.phases() {
-        if let Some(u) = &a.usage {
+        if let Some(u) = &a.explicit().usage {
             usage.add(&Usage::from(u));
         }
     }
@@ -211,7 +211,7 @@ fn run_row(s: &RunState, t: &Trace, x: &RunExtra, source: &str, cfg: &Config) ->
         phase_errors: s.phase_errors,
         usage,
         first_pass_iteration: first_pass.map(|e| e.iteration),
-        first_pass_ms: match (started, first_pass.and_then(|e| e.ts)) {
+        first_pass_ms: match (started, first_pass.and_then(|e| e.at.ts)) {
             (Some(a), Some(b)) if b.millis() >= a => Some((b.millis() - a) as u64),
             _ => None,
         },
@@ -229,20 +229,17 @@ fn scores_by_attempt(t: &Trace, phases: &[Attempt]) -> FxHashMap<usize, (f64, Op
     let mut by_key: FxHashMap<(Option<u64>, &str), Vec<usize>> = FxHashMap::default();
     let mut by_iteration: FxHashMap<Option<u64>, Vec<usize>> = FxHashMap::default();
     for (i, a) in phases.iter().enumerate() {
-        by_key
-            .entry((a.iteration, a.name.as_str()))
-            .or_default()
-            .push(i);
+        by_key.entry((a.iteration, &*a.name)).or_default().push(i);
         by_iteration.entry(a.iteration).or_default().push(i);
     }
     let mut out = FxHashMap::default();
     for e in t.scored() {
-        let cands = match e.step.as_deref() {
+        let cands = match e.at.phase.as_deref() {
             Some(step) => by_key.get(&(Some(e.iteration), step)),
             None => by_iteration.get(&Some(e.iteration)),
         };
         let Some(cands) = cands else { continue };
-        let before = |i: &&usize| match (phases[**i].start_seq, e.seq) {
+        let before = |i: &&usize| match (phases[**i].start_seq, e.at.seq) {
             (Some(a), Some(b)) => a <= b,
             _ => true,
         };
@@ -286,20 +283,25 @@ fn phase_rows(r: &RunRow, t: &Trace, out: &mut Vec<PhaseRow>) {
             run_id: run_id.clone(),
             loop_name: loop_name.clone(),
             iteration: a.iteration,
-            phase: names.get(&a.name),
-            kind: a.kind.as_deref().map(|k| names.get(k)),
-            quality_phase: a.phase.as_deref().map(|q| names.get(q)),
+            phase: a.name.clone(),
+            kind: a.kind().map(|k| names.get(k)),
+            quality_phase: a.phase.clone(),
             attempt: a.attempt,
             started,
             ended: a.ended.map(|ts| ts.millis()),
             duration_ms: a.duration_ms,
             outcome: a.outcome(),
-            stop_reason: a.stop_reason.clone(),
-            exit_code: a.exit_code,
-            marker: a.marker.clone(),
+            stop_reason: a.explicit().stop_reason.clone(),
+            exit_code: a.explicit().exit_code,
+            marker: a.explicit().marker.clone(),
             score: score.map(|s| s.0),
             passed: score.and_then(|s| s.1),
-            usage: a.usage.as_ref().map(Usage::from).unwrap_or_default(),
+            usage: a
+                .explicit()
+                .usage
+                .as_ref()
+                .map(Usage::from)
+                .unwrap_or_default(),
             derived: a.derived,
             source: source.clone(),
             day: started.or(r.started).map(day_of),
