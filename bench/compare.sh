@@ -6,6 +6,10 @@
 #   job B  final state per run      loopctl list FILE --json     | jq_b.jq | duck.py b | pol.py b
 #          (and loopctl replay FILE --json, which prints each run's whole run.json: ~60 MB)
 #   job C  job B over a run folder  loopctl list DIR --json      | jq_b.jq | duck.py b | pol.py b
+#   job D  success rate and p95 phase duration by loop, over the run folder:
+#          loopctl query SQL DIR | bench/duck_de.py | bench/pol_de.py
+#   job E  job D over the 1 GiB log
+#   job F  the 1 GiB log to Parquet: loopctl export parquet | DuckDB COPY ... TO (bench/duck_export.py)
 #
 # Each tool runs N times under /usr/bin/time, output to /dev/null. Reported: median wall
 # time, MB/s (input bytes / median seconds, MB = 10^6 bytes), peak RSS (max of %M over the runs).
@@ -19,7 +23,7 @@ usage: bench/compare.sh [options]
   --data DIR       data folder holding big.jsonl and dir10k/ (default ../benchdata beside
                    the repository); whatever is missing is generated with $SHARED/gen.py
   --runs N         timed repetitions per tool and job (default 5)
-  --only JOBS      a, b or c (or several, e.g. "a,b"); default all three
+  --only JOBS      a, b, c, d, e or f (or several, e.g. "a,b"); default all
   --skip-jq        leave jq out
   --jq-size SIZE   run jq on a prefix of the input of about SIZE bytes (K/M/G suffixes are
                    powers of 1024), cut at a line end; for job C, on the first run folders
@@ -48,7 +52,7 @@ ROOT=$(cd "$HERE/.." && pwd)
 
 DATA=$ROOT/../benchdata
 RUNS=5
-ONLY=abc
+ONLY=abcdef
 SKIP_JQ=0
 SKIP_LOOPCTL=0
 JQ_SIZE=
@@ -67,7 +71,7 @@ while (($#)); do
     --data=*) DATA=${1#*=}; shift ;;
     --runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
     --runs=*) RUNS=${1#*=}; shift ;;
-    --only) ONLY=${2:?--only needs a, b or c}; shift 2 ;;
+    --only) ONLY=${2:?--only needs a job letter}; shift 2 ;;
     --only=*) ONLY=${1#*=}; shift ;;
     --skip-jq) SKIP_JQ=1; shift ;;
     --jq-size) JQ_SIZE=${2:?--jq-size needs a size}; shift 2 ;;
@@ -86,7 +90,7 @@ done
 [[ $JQ_TIMEOUT =~ ^[0-9]+$ ]] || die "--jq-timeout must be a whole number of seconds, not '$JQ_TIMEOUT'"
 ONLY=${ONLY//[ ,]/}
 ONLY=${ONLY,,}
-[[ $ONLY =~ ^[abc]+$ ]] || die "--only takes a, b or c (or several), not '$ONLY'"
+[[ $ONLY =~ ^[abcdef]+$ ]] || die "--only takes a, b, c, d, e or f (or several), not '$ONLY'"
 want() { [[ $ONLY == *"$1"* ]]; }
 if [[ -n $JQ_SIZE ]]; then
   JQ_SIZE=${JQ_SIZE%B}
@@ -144,7 +148,7 @@ wait_for_gen() {   # someone else may still be writing this path with gen.py
   done
 }
 mkdir -p "$DATA"
-if want a || want b; then
+if want a || want b || want e || want f; then
   wait_for_gen big "$BIG"
   if [[ ! -s $BIG ]]; then
     say "generating $BIG (~1 GiB): $PY $SHARED/gen.py big $BIG --size-bytes 1073741824"
@@ -152,7 +156,7 @@ if want a || want b; then
     mv "$BIG.partial" "$BIG"
   fi
 fi
-if want c; then
+if want c || want d; then
   wait_for_gen dir "$DIR"
   if [[ ! -d $DIR ]] || [[ -z $(find "$DIR" -mindepth 2 -maxdepth 2 -name history.jsonl -print -quit) ]]; then
     say "generating $DIR (10,000 runs, ~270 MB): $PY $SHARED/gen.py dir $DIR --runs 10000"
@@ -415,6 +419,62 @@ if want c; then
   ((SKIP_LOOPCTL)) || count_runs c list "$DIR"
 fi
 
+# ------------------------------------------------------------ jobs D, E, F ----
+# Success rate and p95 phase duration by loop (issue 20): loopctl's SQL over its own tables
+# against the same answer computed by DuckDB and polars from the raw NDJSON.
+DE_SQL="WITH r AS (SELECT loop, count(*) AS runs, avg(CAST(passed AS DOUBLE)) AS success_rate FROM runs GROUP BY loop), p AS (SELECT loop, quantile_cont(duration_ms, 0.95) AS p95_ms FROM phases GROUP BY loop) SELECT r.loop, r.runs, r.success_rate, p.p95_ms FROM r JOIN p ON r.loop = p.loop ORDER BY r.loop"
+check_de() {  # check_de JOB INPUT GLOB: loopctl's rows against DuckDB's (one untimed run each)
+  local job=$1 input=$2 glob=$3 msg
+  "$LOOPCTL" query "$DE_SQL" "$input" --format csv --quiet >"$TMP/de.$job.loopctl" 2>/dev/null || true
+  "$PY" "$HERE/duck_de.py" "$glob" >"$TMP/de.$job.duck" 2>/dev/null || true
+  msg=$("$PY" - "$TMP/de.$job.loopctl" "$TMP/de.$job.duck" <<'EOF'
+import csv, sys
+def rows(p, skip):
+    out = {}
+    for r in list(csv.reader(open(p)))[skip:]:
+        out[r[0]] = (int(r[1]), round(float(r[2] or "nan"), 9), round(float(r[3] or "nan"), 3))
+    return out
+a, b = rows(sys.argv[1], 1), rows(sys.argv[2], 0)
+if not a or not b:
+    print("SKIP no rows from loopctl or DuckDB"); sys.exit()
+diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+print(f"WARN {len(diff)} loops differ, e.g. {diff[0]}: {a.get(diff[0])} vs {b.get(diff[0])}" if diff
+      else f"OK {len(a)} loops: runs, success rate and p95 agree with DuckDB")
+EOF
+)
+  case $msg in
+    WARN*) warn "job ${job^^}: ${msg#WARN }"; CHECKS+=("job ${job^^}: **MISMATCH**: ${msg#WARN }") ;;
+    OK*)   say "job ${job^^}: ${msg#OK }"; CHECKS+=("job ${job^^}: ${msg#OK }") ;;
+    *)     warn "job ${job^^}: ${msg#SKIP }"; CHECKS+=("job ${job^^}: not checked: ${msg#SKIP }") ;;
+  esac
+}
+if want d; then
+  mapfile -t D_FILES < <(find "$DIR" -mindepth 2 -maxdepth 2 -name history.jsonl | sort)
+  D_BYTES=$(printf '%s\0' "${D_FILES[@]}" | du -cb --files0-from=- --apparent-size | tail -n 1 | cut -f1)
+  DIR_RUNS=${#D_FILES[@]}
+  warm "$DIR"
+  ((SKIP_LOOPCTL)) || bench d loopctl "loopctl query" "$D_BYTES" "$RUNS" 0 0 -- "$LOOPCTL" query "$DE_SQL" "$DIR" --format csv --quiet
+  bench d duckdb DuckDB "$D_BYTES" "$RUNS" 0 0 -- "$PY" "$HERE/duck_de.py" "$DIR/*/history.jsonl"
+  bench d polars polars "$D_BYTES" "$RUNS" 0 0 -- "$PY" "$HERE/pol_de.py" "$DIR/*/history.jsonl"
+  ((SKIP_LOOPCTL)) || check_de d "$DIR" "$DIR/*/history.jsonl"
+fi
+if want e || want f; then
+  BIG_BYTES=$(fsize "$BIG")
+  warm "$BIG"
+fi
+if want e; then
+  ((SKIP_LOOPCTL)) || bench e loopctl "loopctl query" "$BIG_BYTES" "$RUNS" 0 0 -- "$LOOPCTL" query "$DE_SQL" "$BIG" --format csv --quiet
+  bench e duckdb DuckDB "$BIG_BYTES" "$RUNS" 0 0 -- "$PY" "$HERE/duck_de.py" "$BIG"
+  bench e polars polars "$BIG_BYTES" "$RUNS" 0 0 -- "$PY" "$HERE/pol_de.py" "$BIG"
+  ((SKIP_LOOPCTL)) || check_de e "$BIG" "$BIG"
+fi
+if want f; then
+  # Each run starts from an empty folder: a re-run over the same log would write nothing.
+  ((SKIP_LOOPCTL)) || bench f loopctl "loopctl export parquet" "$BIG_BYTES" "$RUNS" 0 0 -- \
+    bash -c 'rm -rf "$2" && exec "$0" export parquet "$1" --out "$2" --quiet' "$LOOPCTL" "$BIG" "$TMP/lake"
+  bench f duckdb "DuckDB COPY TO parquet" "$BIG_BYTES" "$RUNS" 0 0 -- "$PY" "$HERE/duck_export.py" "$BIG" "$TMP/duck.parquet"
+fi
+
 # ---------------------------------------------------------------- report ------
 table() {
   printf '| job | tool | median s | MB/s | × DuckDB | peak RSS MiB |\n'
@@ -423,7 +483,7 @@ table() {
   for r in "${ROWS[@]}"; do
     IFS='|' read -r job tool med mbs rss <<<"$r"
     # DuckDB's MB/s on the same job: the ratio moves less than wall times when the machine is busy.
-    duck=$(printf '%s\n' "${ROWS[@]}" | awk -F'|' -v j="$job" '$1 == j && $2 == "DuckDB" { print $4; exit }')
+    duck=$(printf '%s\n' "${ROWS[@]}" | awk -F'|' -v j="$job" '$1 == j && $2 ~ /^DuckDB/ { print $4; exit }')
     ratio=$(awk -v a="$mbs" -v d="$duck" 'BEGIN {
       if (a !~ /^[0-9.]+$/ || d !~ /^[0-9.]+$/ || d == 0) { print "–"; exit }
       r = a / d; printf (r < 0.1 ? "%.3f" : "%.2f"), r }')
@@ -454,6 +514,12 @@ fi
   fi
   if want c; then
     echo "- job C input: \`$DIR\`, $DIR_RUNS run folders, $C_BYTES bytes of history.jsonl ($(mib "$C_BYTES") MiB)"
+  fi
+  if want d; then
+    echo "- job D input: \`$DIR\`, $DIR_RUNS run folders, $D_BYTES bytes of history.jsonl ($(mib "$D_BYTES") MiB)"
+  fi
+  if want e || want f; then
+    echo "- jobs E, F input: \`$BIG\`, $BIG_BYTES bytes ($(mib "$BIG_BYTES") MiB)"
   fi
   echo "- $RUNS timed run(s) per tool unless noted; median wall time; MB/s = input bytes / 10^6 / median s; × DuckDB = MB/s over DuckDB's MB/s on the same job; peak RSS = max over the runs (GNU time %M); output to /dev/null; input in the page cache"
   echo

@@ -71,6 +71,8 @@ enum Command {
     Man(cmd::docs::ManArgs),
     Serve(cmd::serve::Args),
     Export(cmd::export::Args),
+    Aggregate(cmd::aggregate::Args),
+    Query(cmd::query::Args),
 }
 
 fn main() -> ExitCode {
@@ -99,6 +101,8 @@ fn main() -> ExitCode {
         Command::Man(a) => cmd::docs::man(Cli::command(), a),
         Command::Serve(a) => cmd::serve::run(&ctx, a),
         Command::Export(a) => cmd::export::run(&ctx, a),
+        Command::Aggregate(a) => cmd::aggregate::run(&ctx, a),
+        Command::Query(a) => cmd::query::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

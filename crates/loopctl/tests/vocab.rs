@@ -253,6 +253,7 @@ fn every_example_in_docs_json_has_the_keys_the_command_prints() {
         "stagnation",
         "postmortem",
         "stop",
+        "aggregate",
     ] {
         assert!(
             checked.iter().any(|c| c.split(' ').any(|w| w == cmd)),

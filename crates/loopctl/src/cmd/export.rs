@@ -6,7 +6,8 @@ use loopctl_export::{Options, otel, textfile};
 use super::Ctx;
 use crate::{exit, output};
 
-/// Export metrics (Prometheus) or traces (OpenTelemetry) rebuilt from the logs.
+/// Export what the logs hold: metrics (Prometheus), traces (OpenTelemetry) or the analytics
+/// tables (Parquet).
 #[derive(ClapArgs)]
 pub struct Args {
     #[command(subcommand)]
@@ -17,6 +18,7 @@ pub struct Args {
 enum Format {
     Prometheus(PromArgs),
     Otel(OtelArgs),
+    Parquet(super::export_parquet::Args),
 }
 
 /// Replay the logs and send every run as an OpenTelemetry trace (OTLP/HTTP, protobuf) with
@@ -91,6 +93,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     match a.format {
         Format::Prometheus(a) => prometheus(ctx, a),
         Format::Otel(a) => otel(ctx, a),
+        Format::Parquet(a) => super::export_parquet::run(ctx, a),
     }
 }
 

@@ -1,12 +1,15 @@
 //! One module per command. Each parses its arguments, calls the store, prints.
 
+pub mod aggregate;
 pub mod check;
 pub mod clean;
 pub mod docs;
 pub mod export;
+pub mod export_parquet;
 pub mod history;
 pub mod list;
 pub mod postmortem;
+pub mod query;
 pub mod recover;
 pub mod replay;
 pub mod run;
@@ -14,6 +17,7 @@ pub mod serve;
 pub mod stagnation;
 pub mod status;
 pub mod stop;
+pub mod tables;
 pub mod tail;
 pub mod timeline;
 pub mod values;

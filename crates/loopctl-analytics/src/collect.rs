@@ -1,0 +1,379 @@
+//! Logs → rows: every log named (a file, a run folder, a root of run folders) folded once
+//! through replay, the trace and `Extras` (dialect, agent usage, event rows) by the store's fold
+//! driver, then turned into the rows of `runs`, `phases` and `events`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use loopctl_core::analysis::liveness::Liveness;
+use loopctl_core::analysis::stagnation::{Config, assess};
+use loopctl_core::fold::trace::{Attempt, Trace, Traces};
+use loopctl_core::fold::{Line, Projection, Split};
+use loopctl_core::{Dialect, Event, FindingKind, Replay, RunState};
+use loopctl_store::discover::{self, RunRef};
+use loopctl_store::fold::fold_runs;
+use loopctl_store::read::ReadOptions;
+use loopctl_store::snapshot::salvage_max_iterations;
+use rustc_hash::FxHashMap;
+
+use polars::prelude::{DataFrame, PolarsResult};
+
+use crate::rows::{EventRow, PhaseRow, RunRow, Usage, day_of};
+use crate::tables;
+
+/// What to read and how.
+#[derive(Clone)]
+pub struct Options {
+    pub read: ReadOptions,
+    /// Build the `events` table (one row per event: memory grows with the logs).
+    pub events: bool,
+    pub stagnation: Config,
+}
+
+/// A line of a log that is not an event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Damaged {
+    pub file: PathBuf,
+    pub line: u64,
+    pub offset: u64,
+    pub reason: String,
+}
+
+/// The rows of every run read, and what could not be read.
+#[derive(Debug, Default)]
+pub struct Collected {
+    pub runs: Vec<RunRow>,
+    /// The `phases` and `events` tables in parts, one per batch of logs: rows are held only
+    /// until their batch is read (a frame holds them in far less memory).
+    pub phases: Vec<DataFrame>,
+    pub events: Vec<DataFrame>,
+    pub damaged: Vec<Damaged>,
+    /// Files (or roots) that could not be read, with why.
+    pub unreadable: Vec<(PathBuf, String)>,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+/// The logs the inputs name: a log file, a run folder (its `history.jsonl`), or a root (every
+/// run folder under it). A path that is none of these is listed as unreadable.
+pub fn logs_of(inputs: &[PathBuf]) -> (Vec<RunRef>, Vec<(PathBuf, String)>) {
+    let mut runs = Vec::new();
+    let mut bad = Vec::new();
+    for p in inputs {
+        if p.is_file() {
+            runs.push(RunRef::file(p));
+        } else if let Some(log) = discover::folder_log(p) {
+            runs.push(RunRef::file(&log));
+        } else if p.is_dir() {
+            match discover::runs_under(p, true) {
+                Ok(r) => runs.extend(r),
+                Err(e) => bad.push((p.clone(), e.to_string())),
+            }
+        } else {
+            bad.push((p.clone(), "no such file or folder".into()));
+        }
+    }
+    (runs, bad)
+}
+
+/// Rows of a batch of logs, before they become frames.
+#[derive(Default)]
+struct Batch {
+    phases: Vec<PhaseRow>,
+    events: Vec<EventRow>,
+}
+
+/// Reads every log, calling `progress(files_done, bytes_done)` as batches of logs finish.
+pub fn collect(
+    logs: &[RunRef],
+    opts: &Options,
+    mut progress: impl FnMut(u64, u64),
+) -> PolarsResult<Collected> {
+    let mut out = Collected::default();
+    // Batches bound the memory held by folded logs not yet turned into rows.
+    let batch = opts.read.threads.max(1) * 32;
+    for group in logs.chunks(batch) {
+        let folded = fold_runs(group, &opts.read, |r| {
+            (
+                Replay::new(&r.name),
+                Traces::new(&r.name),
+                Extras::new(&r.name, opts.events),
+            )
+        });
+        let mut batch = Batch::default();
+        for (run, res) in group.iter().zip(folded) {
+            out.files += 1;
+            out.bytes += std::fs::metadata(&run.log).map_or(0, |m| m.len());
+            match res {
+                Ok(f) => take_log(&mut out, &mut batch, run, f, opts),
+                Err(e) => out.unreadable.push((run.log.clone(), e.to_string())),
+            }
+        }
+        out.phases.push(tables::phases(&batch.phases)?);
+        if opts.events {
+            out.events.push(tables::events(&batch.events)?);
+        }
+        progress(out.files, out.bytes);
+    }
+    Ok(out)
+}
+
+fn take_log(
+    out: &mut Collected,
+    batch: &mut Batch,
+    run: &RunRef,
+    folded: (Replay, Traces, Extras),
+    opts: &Options,
+) {
+    let (replay, traces, mut extras) = folded;
+    let mut outcome = replay.finish();
+    for f in &outcome.findings {
+        if matches!(
+            f.kind,
+            FindingKind::BadLine | FindingKind::TornTail | FindingKind::Oversize
+        ) {
+            out.damaged.push(Damaged {
+                file: run.log.clone(),
+                line: f.line,
+                offset: f.offset,
+                reason: f.reason.clone(),
+            });
+        }
+    }
+    let mut states: Vec<&mut RunState> = outcome.runs.values_mut().collect();
+    salvage_max_iterations(run, &mut states);
+    let mut traces = traces.into_runs();
+    let source = run.log.to_string_lossy().into_owned();
+    let shared_source: Arc<str> = source.as_str().into();
+    for (id, state) in &outcome.runs {
+        if state.events == 0 {
+            continue;
+        }
+        let trace = traces.remove(id).unwrap_or_default();
+        let extra = extras.runs.remove(id).unwrap_or_default();
+        let r = run_row(state, &trace, &extra, &source, &opts.stagnation);
+        phase_rows(&r, &trace, &mut batch.phases);
+        let mut events = extra.events;
+        events.sort_by_key(|e| e.line);
+        let loop_name: Arc<str> = r.loop_name.as_str().into();
+        for e in &mut events {
+            e.loop_name = loop_name.clone();
+            e.source = shared_source.clone();
+        }
+        batch.events.extend(events);
+        out.runs.push(r);
+    }
+}
+
+fn run_row(s: &RunState, t: &Trace, x: &RunExtra, source: &str, cfg: &Config) -> RunRow {
+    let started = s.created_at.or(t.first_ts).map(|ts| ts.millis());
+    let ended = if s.is_terminal() {
+        t.stop.as_ref().and_then(|st| st.at.ts).or(t.last_ts)
+    } else {
+        None
+    }
+    .map(|ts| ts.millis());
+    let last = ended.or(t.last_ts.map(|ts| ts.millis()));
+    let duration_ms = match (started, last) {
+        (Some(a), Some(b)) if b >= a => Some((b - a) as u64),
+        _ => None,
+    };
+    let first_pass = t.evaluations.iter().find(|e| e.passed == Some(true));
+    let verdict = assess(t, cfg, None, Liveness::Unknown);
+    let detectors: Vec<&str> = verdict.triggered().map(|f| f.detector.name()).collect();
+    let mut usage = Usage::default();
+    for a in t.phases() {
+        if let Some(u) = &a.explicit().usage {
+            usage.add(&Usage::from(u));
+        }
+    }
+    // Every dialect's token counts (the reducer's), beyond the contract's `usage` objects.
+    usage.input_tokens =
+        Some(s.tokens.input).filter(|_| s.tokens.input > 0 || usage.input_tokens.is_some());
+    usage.output_tokens =
+        Some(s.tokens.output).filter(|_| s.tokens.output > 0 || usage.output_tokens.is_some());
+    RunRow {
+        run_id: s.run_id.clone(),
+        loop_name: s.task_alias.clone(),
+        status: s.status.as_str(),
+        exit_reason: s
+            .exit_reason
+            .clone()
+            .or_else(|| Some(s.stop.reason.clone()).filter(|r| s.is_terminal() && !r.is_empty())),
+        started,
+        ended,
+        duration_ms,
+        iterations: s.iteration,
+        max_iterations: s.max_iterations,
+        last_score: s.score(),
+        passed: s.is_terminal().then_some(s.stop.passed),
+        retries: s.retries,
+        phase_errors: s.phase_errors,
+        usage,
+        first_pass_iteration: first_pass.map(|e| e.iteration),
+        first_pass_ms: match (started, first_pass.and_then(|e| e.at.ts)) {
+            (Some(a), Some(b)) if b.millis() >= a => Some((b.millis() - a) as u64),
+            _ => None,
+        },
+        stagnation: (!detectors.is_empty()).then(|| detectors.join(",")),
+        dialect: x.dialect.map(Dialect::name),
+        events: s.events,
+        source: source.to_string(),
+        day: started.map(day_of),
+    }
+}
+
+/// The attempt each scored evaluation belongs to: the latest one of its iteration and step
+/// (its phase's name) that started before it.
+fn scores_by_attempt(t: &Trace, phases: &[Attempt]) -> FxHashMap<usize, (f64, Option<bool>)> {
+    let mut by_key: FxHashMap<(Option<u64>, &str), Vec<usize>> = FxHashMap::default();
+    let mut by_iteration: FxHashMap<Option<u64>, Vec<usize>> = FxHashMap::default();
+    for (i, a) in phases.iter().enumerate() {
+        by_key.entry((a.iteration, &*a.name)).or_default().push(i);
+        by_iteration.entry(a.iteration).or_default().push(i);
+    }
+    let mut out = FxHashMap::default();
+    for e in t.scored() {
+        let cands = match e.at.phase.as_deref() {
+            Some(step) => by_key.get(&(Some(e.iteration), step)),
+            None => by_iteration.get(&Some(e.iteration)),
+        };
+        let Some(cands) = cands else { continue };
+        let before = |i: &&usize| match (phases[**i].start_seq, e.at.seq) {
+            (Some(a), Some(b)) => a <= b,
+            _ => true,
+        };
+        if let Some(&i) = cands.iter().rev().find(before)
+            && let Some(score) = e.score
+        {
+            out.insert(i, (score, e.passed));
+        }
+    }
+    out
+}
+
+/// One shared copy of each distinct string.
+#[derive(Default)]
+struct Interner(FxHashMap<String, Arc<str>>);
+
+impl Interner {
+    fn get(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.0.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = s.into();
+        self.0.insert(s.to_string(), a.clone());
+        a
+    }
+}
+
+fn phase_rows(r: &RunRow, t: &Trace, out: &mut Vec<PhaseRow>) {
+    let phases = t.phases();
+    let scores = scores_by_attempt(t, phases);
+    let mut names = Interner::default();
+    let (run_id, loop_name, source) = (
+        names.get(&r.run_id),
+        names.get(&r.loop_name),
+        names.get(&r.source),
+    );
+    for (i, a) in phases.iter().enumerate() {
+        let started = a.started.map(|ts| ts.millis());
+        let score = scores.get(&i);
+        out.push(PhaseRow {
+            run_id: run_id.clone(),
+            loop_name: loop_name.clone(),
+            iteration: a.iteration,
+            phase: a.name.clone(),
+            kind: a.kind().map(|k| names.get(k)),
+            quality_phase: a.phase.clone(),
+            attempt: a.attempt,
+            started,
+            ended: a.ended.map(|ts| ts.millis()),
+            duration_ms: a.duration_ms,
+            outcome: a.outcome(),
+            stop_reason: a.explicit().stop_reason.clone(),
+            exit_code: a.explicit().exit_code,
+            marker: a.explicit().marker.clone(),
+            score: score.map(|s| s.0),
+            passed: score.and_then(|s| s.1),
+            usage: a
+                .explicit()
+                .usage
+                .as_ref()
+                .map(Usage::from)
+                .unwrap_or_default(),
+            derived: a.derived,
+            source: source.clone(),
+            day: started.or(r.started).map(day_of),
+        });
+    }
+}
+
+/// What replay and the trace do not keep: each run's dialect and (when asked) its events as
+/// rows.
+struct Extras {
+    default_run: String,
+    /// Filled in per run once it is folded.
+    blank: Arc<str>,
+    events: bool,
+    runs: FxHashMap<String, RunExtra>,
+}
+
+#[derive(Default)]
+struct RunExtra {
+    /// The run's id, shared by its event rows.
+    id: Option<Arc<str>>,
+    dialect: Option<Dialect>,
+    events: Vec<EventRow>,
+}
+
+impl Extras {
+    fn new(default_run: &str, events: bool) -> Extras {
+        Extras {
+            default_run: default_run.to_string(),
+            blank: Arc::from(""),
+            events,
+            runs: FxHashMap::default(),
+        }
+    }
+}
+
+impl Projection for Extras {
+    fn event(&mut self, line: Line, ev: &Event<'_>) {
+        let id = ev.run_id.as_deref().unwrap_or(&self.default_run);
+        let x = match self.runs.get_mut(id) {
+            Some(x) => x,
+            None => self.runs.entry(id.to_string()).or_default(),
+        };
+        x.dialect.get_or_insert(ev.dialect);
+        if self.events {
+            let ts = ev.ts.map(|t| t.millis());
+            let run_id = x.id.get_or_insert_with(|| id.into()).clone();
+            x.events.push(EventRow {
+                run_id,
+                loop_name: self.blank.clone(),
+                seq: ev.seq,
+                ts,
+                dialect: ev.dialect.name(),
+                event: ev.name.to_string(),
+                iteration: ev.iteration,
+                phase: ev.phase.as_deref().map(str::to_string),
+                step: ev.step.as_deref().map(str::to_string),
+                status: ev.status.as_deref().map(str::to_string),
+                payload: ev.payload.as_deref().map(str::to_string),
+                line: line.pos.line,
+                source: self.blank.clone(),
+                day: ts.map(day_of),
+            });
+        }
+    }
+}
+
+impl Split for Extras {
+    fn fork(&self) -> Self {
+        Extras::new(&self.default_run, self.events)
+    }
+    fn join(&mut self, other: Self) {
+        self.runs.extend(other.runs);
+    }
+}

@@ -1,0 +1,178 @@
+//! loopctl's analytics: every run of any mix of logs, run folders and roots as three polars
+//! tables (`runs`, `phases`, `events`; docs/analytics.md), the built-in reports and `--by`
+//! grouping over them, SQL through polars' SQL context, and Parquet export partitioned by day.
+//!
+//! The logs are read by loopctl's own fold driver (every dialect, damaged lines reported and
+//! skipped), never by polars' NDJSON reader. The only crate that depends on polars.
+
+pub mod collect;
+pub mod export;
+pub mod format;
+pub mod reports;
+pub mod rows;
+pub mod tables;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use polars::prelude::*;
+
+pub use collect::{Collected, Damaged, Options, collect, logs_of};
+pub use export::{Exported, export};
+pub use polars::prelude::DataFrame;
+pub use reports::{REPORTS, aggregate, report};
+pub use tables::Tables;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Polars(#[from] PolarsError),
+    #[error("{path}: {cause}")]
+    Io {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("{0}")]
+    Usage(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Runs `sql` over the tables (`runs`, `phases`, `events`) with polars' SQL context.
+pub fn query(t: &Tables, sql: &str) -> Result<DataFrame> {
+    let mut ctx = polars::sql::SQLContext::new();
+    ctx.register("runs", t.runs.clone().lazy());
+    ctx.register("phases", t.phases.clone().lazy());
+    ctx.register("events", t.events.clone().lazy());
+    Ok(ctx.execute(sql)?.collect()?)
+}
+
+/// Whether `sql` may read the `events` table (then it has to be built).
+pub fn mentions_events(sql: &str) -> bool {
+    sql.to_ascii_lowercase().contains("events")
+}
+
+/// Which runs count: started in `[since, until)` (Unix ms) and matching every `column=value`
+/// of `wheres`. Phases and events follow their runs; a `where` on a column of phases or
+/// events only (`phase=review`) filters that table.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub wheres: Vec<(String, String)>,
+}
+
+fn matches(df: &DataFrame, wheres: &[(String, String)]) -> Option<Expr> {
+    wheres
+        .iter()
+        .filter(|(k, _)| df.column(k).is_ok())
+        .map(|(k, v)| col(k.as_str()).cast(DataType::String).eq(lit(v.as_str())))
+        .reduce(|a, b| a.and(b))
+}
+
+fn keep(df: DataFrame, e: Option<Expr>) -> PolarsResult<DataFrame> {
+    match e {
+        Some(e) => df.lazy().filter(e.fill_null(lit(false))).collect(),
+        None => Ok(df),
+    }
+}
+
+/// The rows of `df` whose run (source, run_id) is in `runs`.
+fn of_runs(df: DataFrame, runs: &HashSet<(String, String)>) -> PolarsResult<DataFrame> {
+    let mask: BooleanChunked = {
+        let src = df.column("source")?.str()?;
+        let id = df.column("run_id")?.str()?;
+        src.iter()
+            .zip(id.iter())
+            .map(|(s, i)| {
+                Some(runs.contains(&(
+                    s.unwrap_or_default().to_string(),
+                    i.unwrap_or_default().to_string(),
+                )))
+            })
+            .collect()
+    };
+    df.filter(&mask)
+}
+
+impl Filter {
+    pub fn is_empty(&self) -> bool {
+        self.since.is_none() && self.until.is_none() && self.wheres.is_empty()
+    }
+
+    pub fn apply(&self, t: Tables) -> Result<Tables> {
+        if self.is_empty() {
+            return Ok(t);
+        }
+        for (k, _) in &self.wheres {
+            if [&t.runs, &t.phases, &t.events]
+                .iter()
+                .all(|d| d.column(k).is_err())
+            {
+                return Err(Error::Usage(format!(
+                    "--where {k}=...: no table has a column {k:?} (docs/analytics.md lists them)"
+                )));
+            }
+        }
+        let started = || col("started").cast(DataType::Int64);
+        let mut runs_cond = matches(&t.runs, &self.wheres);
+        if let Some(s) = self.since {
+            let c = started().gt_eq(lit(s));
+            runs_cond = Some(runs_cond.map_or(c.clone(), |a| a.and(c)));
+        }
+        if let Some(u) = self.until {
+            let c = started().lt(lit(u));
+            runs_cond = Some(runs_cond.map_or(c.clone(), |a| a.and(c)));
+        }
+        let not_runs: Vec<(String, String)> = self
+            .wheres
+            .iter()
+            .filter(|(k, _)| t.runs.column(k).is_err())
+            .cloned()
+            .collect();
+        let runs = keep(t.runs, runs_cond)?;
+        let ids: HashSet<(String, String)> = {
+            let src = runs.column("source")?.str()?;
+            let id = runs.column("run_id")?.str()?;
+            src.iter()
+                .zip(id.iter())
+                .map(|(s, i)| {
+                    (
+                        s.unwrap_or_default().to_string(),
+                        i.unwrap_or_default().to_string(),
+                    )
+                })
+                .collect()
+        };
+        let phases_cond = matches(&t.phases, &not_runs);
+        let events_cond = matches(&t.events, &not_runs);
+        Ok(Tables {
+            phases: keep(of_runs(t.phases, &ids)?, phases_cond)?,
+            events: keep(of_runs(t.events, &ids)?, events_cond)?,
+            runs,
+        })
+    }
+}
+
+/// A `--since`/`--until` bound in Unix ms: a day (`2026-11-21`, midnight UTC), an RFC 3339
+/// time, or a span back from `now_ms` (`7d`, `12h`, `90m`).
+pub fn parse_bound(text: &str, now_ms: i64) -> Result<i64> {
+    let t = text.trim();
+    if let Some(ts) = loopctl_core::Ts::parse_rfc3339(t) {
+        return Ok(ts.millis());
+    }
+    let parts: Vec<&str> = t.split('-').collect();
+    if let [y, m, d] = parts[..]
+        && let (Ok(y), Ok(m), Ok(d)) = (y.parse::<i32>(), m.parse::<u32>(), d.parse::<u32>())
+        && (1..=12).contains(&m)
+        && (1..=31).contains(&d)
+    {
+        return Ok(i64::from(reports::days_from_civil(y, m, d)) * 86_400_000);
+    }
+    match humantime::parse_duration(t) {
+        Ok(span) => Ok(now_ms - i64::try_from(span.as_millis()).unwrap_or(i64::MAX / 2)),
+        Err(_) => Err(Error::Usage(format!(
+            "{text:?} is not a day (2026-11-21), an RFC 3339 time or a span back from now (7d, 12h)"
+        ))),
+    }
+}

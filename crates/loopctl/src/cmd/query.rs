@@ -1,0 +1,42 @@
+//! `loopctl query SQL [ROOT|FILE ...]`: SQL over the runs, phases and events tables.
+
+use std::path::PathBuf;
+
+use clap::Args as ClapArgs;
+use loopctl_analytics::{mentions_events, query};
+
+use super::Ctx;
+use super::tables::{OutArgs, ReadArgs, print_frame, read, tables};
+use crate::exit;
+
+/// Run SQL over three tables rebuilt from the logs: `runs` (one row per run), `phases` (one
+/// per phase attempt) and `events` (one per event), through polars' SQL engine.
+/// docs/analytics.md lists every column and its type.
+#[derive(ClapArgs)]
+#[command(after_help = "\
+Exit codes: 0 printed; 2 error (a bad query: polars' message names the offending part; an
+unreadable input under --strict).
+
+Examples:
+  loopctl query \"SELECT loop, count(*) AS runs FROM runs WHERE status = 'failed' GROUP BY loop\"
+  loopctl query \"SELECT phase, avg(duration_ms) FROM phases GROUP BY phase\" runs/ --format csv
+  loopctl query \"SELECT event, count(*) FROM events GROUP BY event\" merged.jsonl --json")]
+pub struct Args {
+    /// The query; tables: runs, phases, events.
+    sql: String,
+    /// Roots (folders of run folders), run folders or log files (default: the root).
+    #[arg(value_name = "ROOT|FILE")]
+    paths: Vec<PathBuf>,
+    #[command(flatten)]
+    read: ReadArgs,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    let collected = read(ctx, &a.paths, &a.read, mentions_events(&a.sql))?;
+    let t = tables(&collected)?;
+    let mut df = query(&t, &a.sql).map_err(|e| anyhow::anyhow!("query failed: {e}"))?;
+    print_frame(&mut df, &a.out)?;
+    Ok(exit::OK)
+}
