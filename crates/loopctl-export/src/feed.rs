@@ -1,11 +1,16 @@
 //! Lines of one log into the model: decoding, damaged lines, torn tails. Pure: the caller reads
-//! the bytes (a whole file for the textfile, the follower's lines for `serve`).
+//! the bytes (the store's fold driver at start-up, the follower's lines for `serve`).
+//!
+//! One code path for both: a line reaches the model through the core's `fold::feed` and the
+//! `Lines` projection, whether the driver reads it ([`LogFold`], a log folded alone on some
+//! thread) or the follower hands it over ([`Feed::line`]).
 
-use loopctl_core::decode::lines::{LineText, Piece, Pos, decode};
+use loopctl_core::Event;
+use loopctl_core::decode::lines::{Piece, Pos};
 use loopctl_core::fold::replay::{FindingKind, damage_kind};
-use loopctl_core::parse_line;
+use loopctl_core::fold::{self, Line, Projection, Split};
 
-use crate::model::{MetricState, SourceId};
+use crate::model::{MetricState, Options, SourceId};
 
 /// A damaged line, for the report on stderr.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,20 +46,14 @@ impl Feed {
     }
 
     pub fn piece(&mut self, m: &mut MetricState, p: Piece<'_>, report: &mut impl FnMut(Damage)) {
-        match p {
-            Piece::Line(pos, raw) => self.line(m, pos, raw, true, report),
-            Piece::Unterminated(pos, raw) => self.line(m, pos, raw, false, report),
-            Piece::Oversize(pos, len) => {
-                self.next_offset = pos.offset + len + 1;
-                self.damage(
-                    m,
-                    pos,
-                    FindingKind::Oversize,
-                    format!("line of {len} bytes exceeds the cap"),
-                    report,
-                );
-            }
-        }
+        fold::feed_piece(
+            &mut Lines {
+                feed: self,
+                m,
+                report,
+            },
+            p,
+        );
     }
 
     /// One line without its newline; `terminated` is false for bytes after the last newline.
@@ -66,52 +65,136 @@ impl Feed {
         terminated: bool,
         report: &mut impl FnMut(Damage),
     ) {
-        if self.pending_tail.take() == Some(pos.offset) {
-            // The torn tail counted earlier has been read again, now whole or longer.
-            m.finding(self.source, FindingKind::TornTail, -1);
-        }
-        let end = pos.offset + raw.len() as u64;
-        if raw.len() > self.max_line {
-            self.next_offset = end + u64::from(terminated);
-            let reason = format!("line of {} bytes exceeds the cap", raw.len());
-            return self.damage(m, pos, FindingKind::Oversize, reason, report);
-        }
-        let reason = match decode(pos, raw) {
-            LineText::Blank => None,
-            LineText::NotUtf8(reason) => Some(reason),
-            LineText::Text(t) => match parse_line(t) {
-                Ok(ev) => {
-                    m.apply(self.source, &ev);
-                    None
-                }
-                Err(e) => Some(e.to_string()),
-            },
+        let len = raw.len() as u64;
+        let oversize = raw.len() > self.max_line;
+        let mut p = Lines {
+            feed: self,
+            m,
+            report,
         };
-        self.next_offset = end + u64::from(terminated);
-        if let Some(reason) = reason {
-            if !terminated {
-                self.pending_tail = Some(pos.offset);
-                self.next_offset = pos.offset;
-            }
-            self.damage(m, pos, damage_kind(terminated), reason, report);
+        if oversize {
+            fold::feed_oversize(&mut p, pos, len, terminated);
+        } else {
+            let line = Line {
+                pos,
+                len,
+                terminated,
+            };
+            fold::feed(&mut p, line, raw, None);
         }
     }
 
-    fn damage(
-        &mut self,
-        m: &mut MetricState,
-        pos: Pos,
-        kind: FindingKind,
-        reason: String,
-        report: &mut impl FnMut(Damage),
-    ) {
-        m.finding(self.source, kind, 1);
-        report(Damage {
-            source: self.source,
-            line: pos.line,
-            offset: pos.offset,
+    /// Before any line: the torn tail counted earlier, read again now whole or longer, is taken
+    /// back.
+    fn begin(&mut self, m: &mut MetricState, line: Line) {
+        if self.pending_tail.take() == Some(line.pos.offset) {
+            m.finding(self.source, FindingKind::TornTail, -1);
+        }
+    }
+}
+
+/// A log's lines into the model, as a projection of the core's fold.
+struct Lines<'a, R: FnMut(Damage)> {
+    feed: &'a mut Feed,
+    m: &'a mut MetricState,
+    report: R,
+}
+
+impl<R: FnMut(Damage)> Projection for Lines<'_, R> {
+    fn event(&mut self, line: Line, ev: &Event<'_>) {
+        self.feed.begin(self.m, line);
+        self.m.apply(self.feed.source, ev);
+        self.feed.next_offset = line.end();
+    }
+
+    fn blank(&mut self, line: Line) {
+        self.feed.begin(self.m, line);
+        self.feed.next_offset = line.end();
+    }
+
+    fn damaged(&mut self, line: Line, damage: &fold::Damage) {
+        let feed = &mut *self.feed;
+        feed.begin(self.m, line);
+        feed.next_offset = line.end();
+        let (kind, reason) = match damage {
+            fold::Damage::Oversize => (
+                FindingKind::Oversize,
+                format!("line of {} bytes exceeds the cap", line.len),
+            ),
+            fold::Damage::Bad(reason) => {
+                if !line.terminated {
+                    // Not taken: read again once its writer ends it.
+                    feed.pending_tail = Some(line.pos.offset);
+                    feed.next_offset = line.pos.offset;
+                }
+                (damage_kind(line.terminated), reason.clone())
+            }
+        };
+        self.m.finding(feed.source, kind, 1);
+        (self.report)(Damage {
+            source: feed.source,
+            line: line.pos.line,
+            offset: line.pos.offset,
             kind,
             reason,
         });
+    }
+}
+
+/// One log folded alone by the store's fold driver (`serve`'s start-up, `export`), in parallel
+/// with the others and, when large, in shards by run: a model of its own
+/// (`MetricState::alone`, source 0), where it was read up to, its damaged lines in file order.
+/// `textfile::absorb` takes it into the shared model.
+#[derive(Debug)]
+pub struct LogFold {
+    pub m: MetricState,
+    pub feed: Feed,
+    pub damages: Vec<Damage>,
+}
+
+impl LogFold {
+    pub fn new(options: &Options, name: &str, max_line: usize) -> LogFold {
+        LogFold {
+            m: MetricState::alone(options, name),
+            feed: Feed::new(0, max_line),
+            damages: Vec::new(),
+        }
+    }
+
+    fn lines(&mut self) -> Lines<'_, impl FnMut(Damage) + '_> {
+        let damages = &mut self.damages;
+        Lines {
+            feed: &mut self.feed,
+            m: &mut self.m,
+            report: move |d| damages.push(d),
+        }
+    }
+}
+
+impl Projection for LogFold {
+    fn event(&mut self, line: Line, ev: &Event<'_>) {
+        self.lines().event(line, ev);
+    }
+    fn damaged(&mut self, line: Line, damage: &fold::Damage) {
+        self.lines().damaged(line, damage);
+    }
+    fn blank(&mut self, line: Line) {
+        self.lines().blank(line);
+    }
+}
+
+/// Shards hold the lines of distinct runs: their models add up (`MetricState::join`).
+impl Split for LogFold {
+    fn fork(&self) -> Self {
+        let name = self.m.source_name(0).unwrap_or_default();
+        LogFold::new(&self.m.options, name, self.feed.max_line)
+    }
+
+    fn join(&mut self, other: Self) {
+        self.m.join(other.m);
+        self.feed.next_offset = self.feed.next_offset.max(other.feed.next_offset);
+        self.feed.pending_tail = self.feed.pending_tail.or(other.feed.pending_tail);
+        self.damages.extend(other.damages);
+        self.damages.sort_by_key(|d| d.offset);
     }
 }

@@ -9,10 +9,10 @@
 //! micro-scores, nano-dollars), so that a run's contribution can be taken back exactly when its
 //! log is deleted or its alias changes.
 //!
-//! Shaped as a projection for the core's fold driver: `apply(source, event)` folds one event
-//! into the state of its run (keyed by log and run id), `finding` counts what the driver finds
-//! about the lines, and nothing here does I/O. `feed::Feed` is the line-level driver used until
-//! then (decode, damaged lines, torn tails).
+//! `apply(source, event)` folds one event into the state of its run (keyed by log and run id),
+//! `finding` counts what is found about the lines, and nothing here does I/O. `feed` makes it a
+//! projection of the core's fold (`feed::LogFold`): at start-up every log is folded alone by
+//! the store's driver, on all threads, and absorbed into the shared model (`merge`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,6 +26,7 @@ use loopctl_core::{Event, Kind, Ts};
 
 mod caps;
 mod labels;
+mod merge;
 
 use caps::Caps;
 
@@ -413,6 +414,9 @@ pub struct MetricState {
     /// Full label values (with `loop`) to value.
     totals: HashMap<SeriesKey, Val>,
     caps: Caps,
+    /// A log folded alone (`alone`): no totals kept; `absorb` adds them up from the
+    /// contributions.
+    alone: bool,
 }
 
 impl MetricState {
@@ -483,6 +487,9 @@ impl MetricState {
             return;
         };
         let v = d.val(key.0);
+        if self.alone {
+            return bump(&mut src.contribution.0, key, &v, 1);
+        }
         bump(&mut src.contribution.0, key.clone(), &v, 1);
         bump(&mut self.totals, key, &v, 1);
     }
@@ -561,7 +568,9 @@ impl MetricState {
 
     fn add(&mut self, run: &mut RunMetrics, key: SeriesKey, d: Delta) {
         let v = d.val(key.0);
-        bump(&mut self.totals, full_key(&key, &run.loop_label), &v, 1);
+        if !self.alone {
+            bump(&mut self.totals, full_key(&key, &run.loop_label), &v, 1);
+        }
         bump(&mut run.contribution.0, key, &v, 1);
     }
 
@@ -590,13 +599,13 @@ impl MetricState {
             run.raw_label = raw.to_string();
             self.admit_loop(run.raw_label.clone())
         };
-        if label != run.loop_label {
+        if label != run.loop_label && !self.alone {
             for (key, val) in &run.contribution.0 {
                 bump(&mut self.totals, full_key(key, &run.loop_label), val, -1);
                 bump(&mut self.totals, full_key(key, &label), val, 1);
             }
-            run.loop_label = label;
         }
+        run.loop_label = label;
 
         let f = &ev.facts;
         for (ty, n) in [("input", f.tokens_in), ("output", f.tokens_out)] {
@@ -853,7 +862,7 @@ fn runs_key(s: Status) -> SeriesKey {
     (Metric::Runs, vec![s.as_str().to_string()])
 }
 
-fn full_key(key: &SeriesKey, loop_label: &str) -> SeriesKey {
+pub(super) fn full_key(key: &SeriesKey, loop_label: &str) -> SeriesKey {
     if key.0.has_loop() {
         let mut labels = Vec::with_capacity(key.1.len() + 1);
         labels.push(loop_label.to_string());

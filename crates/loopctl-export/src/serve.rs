@@ -21,11 +21,12 @@ use loopctl_core::render::run_row::RunRow;
 use loopctl_follow::{Follower, Item, Start};
 use loopctl_store::clock::now;
 use loopctl_store::discover::{self, LOG_NAME, RunRef};
+use loopctl_store::read::ReadOptions;
 
 use crate::encode::{self, OPENMETRICS_CONTENT_TYPE, Shared, TEXT_CONTENT_TYPE};
 use crate::feed::{Damage, Feed};
 use crate::model::{Metric, MetricState, Options, SourceId, Val};
-use crate::textfile::{ExportError, LogRef, logs, read_log};
+use crate::textfile::{BATCH, ExportError, LogRef, absorb, fold_logs, logs};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
 /// Largest request head (request line and headers) accepted.
@@ -40,6 +41,8 @@ pub struct Config {
     pub roots: Vec<PathBuf>,
     pub options: Options,
     pub max_line: usize,
+    /// Threads the start-up replay folds the logs on (`--threads`).
+    pub threads: usize,
     /// How often followed logs are checked when no notification arrives.
     pub poll: Duration,
     /// How often the roots are scanned for new run folders.
@@ -171,29 +174,38 @@ fn follow(
     let mut known: HashMap<PathBuf, usize> = HashMap::new();
     let lock = || http.shared.state.lock().unwrap_or_else(|e| e.into_inner());
     let total = initial.len();
-    for (i, log) in initial.into_iter().enumerate() {
+    let read = ReadOptions {
+        max_line: cfg.max_line,
+        threads: cfg.threads.max(1),
+        ..ReadOptions::default()
+    };
+    let mut done = 0;
+    for batch in initial.chunks(BATCH) {
         if stop.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let read = {
-            let mut m = lock();
-            let read = read_log(&mut m, &log, cfg.max_line, &mut |d| {
+        // Folded without the lock (the server answers 503 until the replay is done).
+        let folded = fold_logs(batch, &cfg.options, &read);
+        let mut m = lock();
+        for (log, f) in batch.iter().zip(folded) {
+            let read = absorb(&mut m, log, f, &mut |d| {
                 ui.notice(&damage_text(&log.log, &d))
             });
-            report_folds(&mut m, ui);
-            read
-        };
-        match read {
-            Ok((source, feed)) => {
-                let at = follower.add(&log.log, Start::At(feed.next_offset));
-                track(http, source, &log);
-                known.insert(log.log.clone(), at);
-                set(&mut feeds, at, (log, feed));
+            match read {
+                Ok((source, feed)) => {
+                    let at = follower.add(&log.log, Start::At(feed.next_offset));
+                    track(http, source, log);
+                    known.insert(log.log.clone(), at);
+                    set(&mut feeds, at, (log.clone(), feed));
+                }
+                // Deleted between the scan and the read: the next scan decides.
+                Err(e) => ui.notice(&format!("{e}; skipped")),
             }
-            // Deleted between the scan and the read: the next scan decides.
-            Err(e) => ui.notice(&format!("{e}; skipped")),
         }
-        ui.progress(i + 1, total);
+        report_folds(&mut m, ui);
+        drop(m);
+        done += batch.len();
+        ui.progress(done, total);
     }
     http.ready.store(true, Ordering::SeqCst);
     let mut last_scan = Instant::now();

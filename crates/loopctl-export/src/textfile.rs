@@ -5,10 +5,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use loopctl_store::discover::{self, LOG_NAME, RunRef};
-use loopctl_store::read::for_each_piece;
+use loopctl_store::fold::fold_runs;
+use loopctl_store::read::{ReadOptions, for_each_piece};
 
 use crate::encode;
-use crate::feed::{Damage, Feed};
+use crate::feed::{Damage, Feed, LogFold};
 use crate::model::{MetricState, Options, SourceId};
 
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +67,8 @@ pub fn logs(specs: &[PathBuf]) -> Result<Vec<LogRef>, ExportError> {
     Ok(out)
 }
 
-/// Reads one whole log into the model; returns its feed (where it was read up to).
+/// Reads one whole log into the model line by line, on this thread; returns its feed (where
+/// it was read up to).
 pub fn read_log(
     m: &mut MetricState,
     log: &LogRef,
@@ -74,13 +76,104 @@ pub fn read_log(
     report: &mut impl FnMut(Damage),
 ) -> Result<(SourceId, Feed), ExportError> {
     let source = m.add_source(&log.name);
+    read_into(m, source, log, max_line, report).map(|feed| (source, feed))
+}
+
+fn read_into(
+    m: &mut MetricState,
+    source: SourceId,
+    log: &LogRef,
+    max_line: usize,
+    report: &mut impl FnMut(Damage),
+) -> Result<Feed, ExportError> {
     let mut feed = Feed::new(source, max_line);
     for_each_piece(&log.log, 0, 0, max_line, |p| feed.piece(m, p, report))?;
+    Ok(feed)
+}
+
+/// Logs folded at once by `replay_with` and `serve`: bounds the folds held before they are
+/// absorbed (memory), and paces the progress bar.
+pub const BATCH: usize = 256;
+
+/// Folds every log alone (`LogFold`) through the store's fold driver: the logs spread over
+/// `read.threads` threads, a large one split by run. Results in the order of `logs`.
+pub fn fold_logs(
+    logs: &[LogRef],
+    options: &Options,
+    read: &ReadOptions,
+) -> Vec<Result<LogFold, ExportError>> {
+    let runs: Vec<RunRef> = logs.iter().map(|l| RunRef::file(&l.log)).collect();
+    let names: std::collections::HashMap<&Path, &str> = logs
+        .iter()
+        .map(|l| (l.log.as_path(), l.name.as_str()))
+        .collect();
+    fold_runs(&runs, read, |r| {
+        let name = names.get(r.log.as_path()).copied().unwrap_or(&r.name);
+        LogFold::new(options, name, read.max_line)
+    })
+    .into_iter()
+    .map(|r| r.map_err(ExportError::from))
+    .collect()
+}
+
+/// Takes `log`, folded alone, into `m` as a new source; its damaged lines go to `report`. When
+/// the label caps would bind (`MetricState::absorb`), the log is read again line by line into
+/// `m`, as one sequential fold would have read it. Returns the source and its feed.
+pub fn absorb(
+    m: &mut MetricState,
+    log: &LogRef,
+    folded: Result<LogFold, ExportError>,
+    report: &mut impl FnMut(Damage),
+) -> Result<(SourceId, Feed), ExportError> {
+    // Registered first, as `read_log` does: source `i` is the `i`-th log, read or not.
+    let source = m.add_source(&log.name);
+    let f = folded?;
+    let max_line = f.feed.max_line;
+    if m.absorb(source, f.m).is_err() {
+        return read_into(m, source, log, max_line, report).map(|feed| (source, feed));
+    }
+    for d in f.damages {
+        report(Damage { source, ..d });
+    }
+    let mut feed = f.feed;
+    feed.source = source;
     Ok((source, feed))
 }
 
-/// Replays every log (in path order) into a new model.
+/// Replays every log into a new model, the logs folded on the default threads.
 pub fn replay(
+    logs: &[LogRef],
+    options: Options,
+    max_line: usize,
+    report: &mut impl FnMut(&LogRef, Damage),
+) -> Result<MetricState, ExportError> {
+    let read = ReadOptions {
+        max_line,
+        ..ReadOptions::default()
+    };
+    replay_with(logs, options, &read, report)
+}
+
+/// Replays every log into a new model: folded in parallel (`fold_logs`), absorbed in path
+/// order; the same model as reading them one after another.
+pub fn replay_with(
+    logs: &[LogRef],
+    options: Options,
+    read: &ReadOptions,
+    report: &mut impl FnMut(&LogRef, Damage),
+) -> Result<MetricState, ExportError> {
+    let mut m = MetricState::new(options);
+    for batch in logs.chunks(BATCH) {
+        for (log, folded) in batch.iter().zip(fold_logs(batch, &m.options, read)) {
+            absorb(&mut m, log, folded, &mut |d| report(log, d))?;
+        }
+    }
+    Ok(m)
+}
+
+/// Replays every log into a new model one after another on this thread (`read_log`): the
+/// reference `replay_with` agrees with.
+pub fn replay_sequential(
     logs: &[LogRef],
     options: Options,
     max_line: usize,

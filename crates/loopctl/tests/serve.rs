@@ -632,6 +632,24 @@ fn export_with(paths: &[&Path], flags: &[&str]) -> (String, String) {
     )
 }
 
+/// The replay folds the logs on `--threads` threads and merges the folds: the bytes printed
+/// (series, damaged lines, caps notices) are those of one thread.
+#[test]
+fn export_prints_the_same_bytes_on_one_thread_or_many() {
+    let mut all = all_fixtures();
+    if let Some(shared) = loopctl_tests::shared("the corpus export on threads") {
+        all.push(shared.join("corpus/aif-loop/vedo-hub"));
+        all.push(shared.join("corpus/avenor/accumulate.ndjson"));
+    }
+    let paths: Vec<&Path> = all.iter().map(PathBuf::as_path).collect();
+    for caps in [&[][..], &["--max-loops", "2", "--max-phases", "1"][..]] {
+        let one = export_with(&paths, &[&["--threads", "1"], caps].concat());
+        let many = export_with(&paths, &[&["--threads", "3"], caps].concat());
+        assert!(one.0.contains("loopctl_runs_started_total"), "{}", one.0);
+        assert_eq!(one, many, "{caps:?}");
+    }
+}
+
 #[test]
 fn a_running_run_whose_runner_lock_is_free_is_interrupted_in_export_and_serve() {
     let tmp = tempfile::tempdir().unwrap();

@@ -146,6 +146,7 @@ fn every_expression_returns_data_from_prometheus_scraping_serve_over_fixtures_an
         roots,
         options: Default::default(),
         max_line: 1 << 20,
+        threads: 2,
         poll: Duration::from_millis(50),
         rescan: Duration::from_millis(100),
         max_connections: 16,

@@ -81,3 +81,30 @@ impl MetricState {
         std::mem::take(&mut self.caps.notices)
     }
 }
+
+impl Caps {
+    /// Whether every label `other` (a fold without caps) kept is kept here or has room: then
+    /// folding its events here would have folded none into `other`. Admission is first come,
+    /// first kept and never undone, so this is exact whatever the order of its events.
+    pub(super) fn admits(&self, other: &Caps, max_loops: usize, max_phases: usize) -> bool {
+        let new_loops = other.loops.iter().filter(|l| !self.loops.contains(*l));
+        if self.loops.len() + new_loops.count() > max_loops {
+            return false;
+        }
+        other.phases.iter().all(|(lp, phases)| {
+            let kept = self.phases.get(lp);
+            let new = phases
+                .iter()
+                .filter(|p| kept.is_none_or(|k| !k.contains(*p)));
+            kept.map_or(0, HashSet::len) + new.count() <= max_phases
+        })
+    }
+
+    /// Keeps `other`'s labels too.
+    pub(super) fn take_in(&mut self, other: Caps) {
+        self.loops.extend(other.loops);
+        for (lp, phases) in other.phases {
+            self.phases.entry(lp).or_default().extend(phases);
+        }
+    }
+}

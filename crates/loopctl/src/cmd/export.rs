@@ -156,7 +156,7 @@ fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
         max_loops: a.max_loops,
         max_phases: a.max_phases,
     };
-    let state = textfile::replay(&logs, options, ctx.read.max_line, &mut |log, d| {
+    let state = textfile::replay_with(&logs, options, &ctx.read, &mut |log, d| {
         damaged += 1;
         let line = if d.line > 0 {
             format!(":{}", d.line)

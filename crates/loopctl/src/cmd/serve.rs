@@ -113,6 +113,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             max_phases: a.max_phases,
         },
         max_line: ctx.read.max_line,
+        threads: ctx.read.threads,
         poll: a.poll,
         rescan: a.rescan,
         max_connections: 64,

@@ -1,0 +1,72 @@
+//! Models folded apart, added up: each log folded alone on some thread at start-up (and a
+//! large log's shards), then merged into the shared model. Every value is an integer sum and
+//! every run belongs to one log, so the merge equals one sequential fold, as long as the label
+//! caps do not bind (checked: `absorb`). A model folded alone keeps no totals (half the work
+//! of an event): they are the sum of the contributions, added up when it is absorbed.
+
+use super::{MetricState, Options, SourceId, bump, full_key};
+
+impl MetricState {
+    /// A model for one log folded alone: source 0 named `name`, no label caps (they are
+    /// applied when it is absorbed).
+    pub fn alone(options: &Options, name: &str) -> MetricState {
+        let mut m = MetricState::new(Options {
+            max_loops: usize::MAX,
+            max_phases: usize::MAX,
+            ..options.clone()
+        });
+        m.alone = true;
+        m.add_source(name);
+        m
+    }
+
+    /// Takes in `other`, a log folded alone (`alone`), as `source` (registered by `add_source`
+    /// and fed nothing since). Gives `other` back untouched when a label cap would bind: which
+    /// labels fold into `other` then depends on the order of the events, and the caller folds
+    /// that log into this model line by line instead.
+    pub fn absorb(&mut self, source: SourceId, other: MetricState) -> Result<(), Box<MetricState>> {
+        let (loops, phases) = (self.options.max_loops, self.options.max_phases);
+        if !self.caps.admits(&other.caps, loops, phases) {
+            return Err(Box::new(other));
+        }
+        self.merge(source, other);
+        Ok(())
+    }
+
+    /// Takes in another shard of the same log (folded alone, its runs not this one's).
+    pub fn join(&mut self, other: MetricState) {
+        self.merge(0, other);
+    }
+
+    fn merge(&mut self, source: SourceId, other: MetricState) {
+        let MetricState {
+            sources,
+            runs,
+            running,
+            caps,
+            ..
+        } = other;
+        self.caps.take_in(caps);
+        if let (Some(Some(src)), Some(Some(dst))) =
+            (sources.into_iter().next(), self.sources.get_mut(source))
+        {
+            dst.runs.extend(src.runs);
+            for (key, val) in src.contribution.0 {
+                if !self.alone {
+                    bump(&mut self.totals, key.clone(), &val, 1);
+                }
+                bump(&mut dst.contribution.0, key, &val, 1);
+            }
+        }
+        for ((_, id), r) in runs {
+            if !self.alone {
+                for (key, val) in &r.contribution.0 {
+                    bump(&mut self.totals, full_key(key, &r.loop_label), val, 1);
+                }
+            }
+            self.runs.insert((source, id), r);
+        }
+        self.running
+            .extend(running.into_iter().map(|(_, id)| (source, id)));
+    }
+}
