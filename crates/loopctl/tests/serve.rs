@@ -634,6 +634,10 @@ fn export_with(paths: &[&Path], flags: &[&str]) -> (String, String) {
 
 /// The replay folds the logs on `--threads` threads and merges the folds: the bytes printed
 /// (series, damaged lines, caps notices) are those of one thread.
+#[cfg_attr(
+    no_shared,
+    ignore = "needs ../shared, absent at build time (tests/shared_cfg.rs)"
+)]
 #[test]
 fn export_prints_the_same_bytes_on_one_thread_or_many() {
     let mut all = all_fixtures();
