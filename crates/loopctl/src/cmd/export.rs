@@ -69,6 +69,13 @@ struct PromArgs {
     /// Write to this file (e.g. /var/lib/node_exporter/loopctl.prom) instead of stdout.
     #[arg(long, value_name = "PATH")]
     textfile: Option<PathBuf>,
+    #[command(flatten)]
+    series: SeriesArgs,
+}
+
+/// The series options `export prometheus` and `serve` share.
+#[derive(ClapArgs)]
+pub struct SeriesArgs {
     /// Export the per-run gauges of live runs (labels loop and run); false leaves them out.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     per_run_series: bool,
@@ -87,6 +94,17 @@ struct PromArgs {
         next_help_heading = "Stagnation (as for `loopctl stagnation`)"
     )]
     stagnation: super::stagnation::ConfigArgs,
+}
+
+impl SeriesArgs {
+    pub fn options(&self) -> anyhow::Result<Options> {
+        Ok(Options {
+            per_run_series: self.per_run_series,
+            stagnation: self.stagnation.config()?,
+            max_loops: self.max_loops,
+            max_phases: self.max_phases,
+        })
+    }
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
@@ -150,12 +168,7 @@ fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
     };
     let logs = textfile::logs(&paths)?;
     let mut damaged = 0usize;
-    let options = Options {
-        per_run_series: a.per_run_series,
-        stagnation: a.stagnation.config()?,
-        max_loops: a.max_loops,
-        max_phases: a.max_phases,
-    };
+    let options = a.series.options()?;
     let state = textfile::replay_with(&logs, options, &ctx.read, &mut |log, d| {
         damaged += 1;
         let line = if d.line > 0 {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
+use loopctl_export::otel;
 use loopctl_export::serve::{self, Config, DEFAULT_LISTEN, Ui};
-use loopctl_export::{Options, otel};
 
 use super::Ctx;
 use crate::{exit, output};
@@ -35,24 +35,8 @@ pub struct Args {
     /// given here explicitly.
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
     listen: SocketAddr,
-    /// Export the per-run gauges of live runs (labels loop and run); false leaves them out.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
-    per_run_series: bool,
-    /// Distinct loop label values kept; the runs of later loops are counted under
-    /// loop="other" (each such loop is named once on stderr).
-    #[arg(long, default_value_t = 200, value_parser = super::values::count_usize(), value_name = "N")]
-    max_loops: usize,
-    /// Distinct phase label values kept per loop; later phases are counted under
-    /// phase="other" (named once on stderr).
-    #[arg(long, default_value_t = 50, value_parser = super::values::count_usize(), value_name = "N")]
-    max_phases: usize,
-    /// The detectors' settings behind loopctl_stagnation_verdicts_total: the flags of
-    /// `loopctl stagnation`, with the same defaults.
-    #[command(
-        flatten,
-        next_help_heading = "Stagnation (as for `loopctl stagnation`)"
-    )]
-    stagnation: super::stagnation::ConfigArgs,
+    #[command(flatten)]
+    series: super::export::SeriesArgs,
     /// How often followed logs are checked when no file notification arrives.
     #[arg(long, default_value = "250ms", value_parser = super::values::positive_duration, value_name = "DURATION")]
     poll: Duration,
@@ -106,12 +90,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let cfg = Config {
         listen: a.listen,
         roots,
-        options: Options {
-            per_run_series: a.per_run_series,
-            stagnation: a.stagnation.config()?,
-            max_loops: a.max_loops,
-            max_phases: a.max_phases,
-        },
+        options: a.series.options()?,
         max_line: ctx.read.max_line,
         threads: ctx.read.threads,
         poll: a.poll,
