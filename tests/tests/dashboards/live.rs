@@ -5,9 +5,11 @@
 //! Each expression must return a finite value, except the ones named in `EMPTY_HERE`, which
 //! must return nothing (the test says so when the data starts to support one of them).
 
+use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::Mutex;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use loopctl_export::serve::{self, Config, Ui};
 
