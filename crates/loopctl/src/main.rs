@@ -71,7 +71,9 @@ enum Command {
     Man(cmd::docs::ManArgs),
     Serve(cmd::serve::Args),
     Export(cmd::export::Args),
+    #[cfg(feature = "analytics")]
     Aggregate(cmd::aggregate::Args),
+    #[cfg(feature = "analytics")]
     Query(cmd::query::Args),
 }
 
@@ -101,7 +103,9 @@ fn main() -> ExitCode {
         Command::Man(a) => cmd::docs::man(Cli::command(), a),
         Command::Serve(a) => cmd::serve::run(&ctx, a),
         Command::Export(a) => cmd::export::run(&ctx, a),
+        #[cfg(feature = "analytics")]
         Command::Aggregate(a) => cmd::aggregate::run(&ctx, a),
+        #[cfg(feature = "analytics")]
         Command::Query(a) => cmd::query::run(&ctx, a),
     };
     match result {

@@ -1,3 +1,4 @@
+#![cfg(feature = "analytics")]
 //! `aggregate`, `query` and `export parquet` end to end, over logs this file writes: every
 //! report's values are computed here from what the generator wrote, not read off the output.
 

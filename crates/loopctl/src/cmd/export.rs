@@ -18,6 +18,7 @@ pub struct Args {
 enum Format {
     Prometheus(PromArgs),
     Otel(OtelArgs),
+    #[cfg(feature = "analytics")]
     Parquet(super::export_parquet::Args),
 }
 
@@ -111,6 +112,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     match a.format {
         Format::Prometheus(a) => prometheus(ctx, a),
         Format::Otel(a) => otel(ctx, a),
+        #[cfg(feature = "analytics")]
         Format::Parquet(a) => super::export_parquet::run(ctx, a),
     }
 }

@@ -1,14 +1,17 @@
 //! One module per command. Each parses its arguments, calls the store, prints.
 
+#[cfg(feature = "analytics")]
 pub mod aggregate;
 pub mod check;
 pub mod clean;
 pub mod docs;
 pub mod export;
+#[cfg(feature = "analytics")]
 pub mod export_parquet;
 pub mod history;
 pub mod list;
 pub mod postmortem;
+#[cfg(feature = "analytics")]
 pub mod query;
 pub mod recover;
 pub mod replay;
@@ -17,6 +20,7 @@ pub mod serve;
 pub mod stagnation;
 pub mod status;
 pub mod stop;
+#[cfg(feature = "analytics")]
 pub mod tables;
 pub mod tail;
 pub mod timeline;
