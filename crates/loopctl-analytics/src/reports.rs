@@ -165,11 +165,11 @@ pub fn report(t: &Tables, name: &str) -> Option<PolarsResult<DataFrame>> {
         "cost" => sorted(
             runs().group_by([col("loop"), col("day")]).agg([
                 len().cast(DataType::UInt64).alias("runs"),
-                col("input_tokens").sum(),
-                col("output_tokens").sum(),
-                col("cache_read_tokens").sum(),
-                col("cache_creation_tokens").sum(),
-                col("cost_usd").sum(),
+                known_sum("input_tokens"),
+                known_sum("output_tokens"),
+                known_sum("cache_read_tokens"),
+                known_sum("cache_creation_tokens"),
+                known_sum("cost_usd"),
             ]),
             &["loop", "day"],
             &[false, false],
@@ -307,9 +307,9 @@ pub fn aggregate(t: &Tables, by: &[String]) -> PolarsResult<DataFrame> {
             col("iterations").mean().alias("iterations_mean"),
             q("duration_ms", 0.5).alias("duration_p50_ms"),
             q("duration_ms", 0.95).alias("duration_p95_ms"),
-            col("input_tokens").sum(),
-            col("output_tokens").sum(),
-            col("cost_usd").sum(),
+            known_sum("input_tokens"),
+            known_sum("output_tokens"),
+            known_sum("cost_usd"),
         ],
         "phases" => vec![
             len().cast(DataType::UInt64).alias("attempts"),
@@ -318,9 +318,9 @@ pub fn aggregate(t: &Tables, by: &[String]) -> PolarsResult<DataFrame> {
             q("duration_ms", 0.5).alias("duration_p50_ms"),
             q("duration_ms", 0.95).alias("duration_p95_ms"),
             col("duration_ms").max().alias("duration_max_ms"),
-            col("input_tokens").sum(),
-            col("output_tokens").sum(),
-            col("cost_usd").sum(),
+            known_sum("input_tokens"),
+            known_sum("output_tokens"),
+            known_sum("cost_usd"),
         ],
         _ => vec![
             len().cast(DataType::UInt64).alias("events"),
@@ -339,4 +339,13 @@ pub fn aggregate(t: &Tables, by: &[String]) -> PolarsResult<DataFrame> {
     }
     let names: Vec<&str> = by.iter().map(String::as_str).collect();
     sorted(lf, &names, &vec![false; names.len()]).collect()
+}
+
+/// The sum of `name`, null (not 0) where no row of the group knows it: logs without usage
+/// records say nothing about tokens or cost.
+fn known_sum(name: &str) -> Expr {
+    when(col(name).count().gt(lit(0u32)))
+        .then(col(name).sum())
+        .otherwise(lit(Null {}))
+        .alias(name)
 }

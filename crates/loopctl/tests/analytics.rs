@@ -751,3 +751,22 @@ fn the_corpus_reads_into_the_tables() {
     );
     assert_eq!(rows[0]["n"], json!(lines));
 }
+
+#[test]
+fn tokens_and_cost_are_null_not_zero_where_no_log_records_usage() {
+    let clean = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/aif-loop-clean");
+    let rows = report("cost", &clean);
+    assert!(!rows.is_empty(), "the fixture has a run");
+    for row in &rows {
+        for k in ["input_tokens", "output_tokens", "cost_usd"] {
+            assert_eq!(row[k], Value::Null, "{k} in {row}");
+        }
+    }
+    // A group where some runs record usage sums what is known.
+    let f = fixture(6);
+    assert!(
+        report("cost", &f.root)
+            .iter()
+            .all(|r| r["cost_usd"].is_f64())
+    );
+}
