@@ -42,6 +42,8 @@ pub struct Damaged {
 /// The rows of every run read, and what could not be read.
 #[derive(Debug, Default)]
 pub struct Collected {
+    /// The logs read, in order (the `events` table streamed reads them again: `events`).
+    pub logs: Vec<RunRef>,
     pub runs: Vec<RunRow>,
     /// The `phases` and `events` tables in parts, one per batch of logs: rows are held only
     /// until their batch is read (a frame holds them in far less memory).
@@ -89,7 +91,10 @@ pub fn collect(
     opts: &Options,
     mut progress: impl FnMut(u64, u64),
 ) -> PolarsResult<Collected> {
-    let mut out = Collected::default();
+    let mut out = Collected {
+        logs: logs.to_vec(),
+        ..Collected::default()
+    };
     // Batches bound the memory held by folded logs not yet turned into rows.
     let batch = opts.read.threads.max(1) * 32;
     for group in logs.chunks(batch) {
@@ -104,10 +109,14 @@ pub fn collect(
         for (run, res) in group.iter().zip(folded) {
             out.files += 1;
             out.bytes += std::fs::metadata(&run.log).map_or(0, |m| m.len());
+            let first = batch.events.len();
             match res {
                 Ok(f) => take_log(&mut out, &mut batch, run, f, opts),
                 Err(e) => out.unreadable.push((run.log.clone(), e.to_string())),
             }
+            // A log's events in file order (its runs interleave in a merged log), as the
+            // streamed `events` of `export parquet` are.
+            batch.events[first..].sort_by_key(|e| e.line);
         }
         out.phases.push(tables::phases(&batch.phases)?);
         if opts.events {
@@ -154,7 +163,6 @@ fn take_log(
         let r = run_row(state, &trace, &extra, &source, &opts.stagnation);
         phase_rows(&r, &trace, &mut batch.phases);
         let mut events = extra.events;
-        events.sort_by_key(|e| e.line);
         let loop_name: Arc<str> = r.loop_name.as_str().into();
         for e in &mut events {
             e.loop_name = loop_name.clone();

@@ -6,6 +6,7 @@
 //! skipped), never by polars' NDJSON reader. The only crate that depends on polars.
 
 pub mod collect;
+pub mod events;
 pub mod export;
 pub mod format;
 pub mod reports;
@@ -18,7 +19,7 @@ use std::path::PathBuf;
 use polars::prelude::*;
 
 pub use collect::{Collected, Damaged, Options, collect, logs_of};
-pub use export::{Exported, export};
+pub use export::{ExportOptions, Exported, export};
 pub use polars::prelude::DataFrame;
 pub use reports::{REPORTS, aggregate, report};
 pub use tables::Tables;
@@ -32,6 +33,8 @@ pub enum Error {
         path: PathBuf,
         cause: std::io::Error,
     },
+    #[error("{0}")]
+    Store(#[from] loopctl_store::StoreError),
     #[error("{0}")]
     Usage(String),
 }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use loopctl_analytics::{Collected, Options, Tables, collect, export, logs_of};
+use loopctl_analytics::{Collected, ExportOptions, Options, Tables, collect, export, logs_of};
 use polars::prelude::*;
 
 fn repo() -> PathBuf {
@@ -179,9 +179,10 @@ fn the_export_reads_back_as_the_tables_and_a_rerun_rewrites_changed_days_only() 
         repo().join("fixtures/aif-drift"),
         repo().join("fixtures/avenor-loop"),
     ];
-    let t = Tables::of(&read(&inputs)).unwrap();
+    let c = read(&inputs);
+    let t = Tables::of(&c).unwrap();
     let out = tmp.path().join("lake");
-    let first = export(&t, &out).unwrap();
+    let first = export(&c, &out, &ExportOptions::default()).unwrap();
     assert!(first.unchanged.is_empty());
     for name in ["runs", "phases", "events"] {
         let want = by_day(t.get(name).unwrap());
@@ -196,7 +197,7 @@ fn the_export_reads_back_as_the_tables_and_a_rerun_rewrites_changed_days_only() 
 
     // Same logs again: nothing is written.
     let before = parquet_files(&out);
-    let again = export(&Tables::of(&read(&inputs)).unwrap(), &out).unwrap();
+    let again = export(&read(&inputs), &out, &ExportOptions::default()).unwrap();
     assert!(again.written.is_empty(), "{:?}", again.written);
     assert_eq!(parquet_files(&out), before);
 
@@ -206,7 +207,7 @@ fn the_export_reads_back_as_the_tables_and_a_rerun_rewrites_changed_days_only() 
     text.push_str(r#"{"v":1,"seq":7,"ts":"2026-11-22T10:02:00.000Z","run_id":"fix-20261122-100000","event":"run_resumed","payload":{}}"#);
     text.push('\n');
     std::fs::write(&log, text).unwrap();
-    let third = export(&Tables::of(&read(&inputs)).unwrap(), &out).unwrap();
+    let third = export(&read(&inputs), &out, &ExportOptions::default()).unwrap();
     assert!(!third.written.is_empty());
     for f in &third.written {
         assert!(
@@ -251,9 +252,10 @@ fn duckdb_reads_the_export_where_installed() {
         repo().join("fixtures/aif-drift"),
         repo().join("fixtures/merged-runs"),
     ];
-    let t = Tables::of(&read(&inputs)).unwrap();
+    let c = read(&inputs);
+    let t = Tables::of(&c).unwrap();
     let out = tmp.path().join("lake");
-    export(&t, &out).unwrap();
+    export(&c, &out, &ExportOptions::default()).unwrap();
     let script = r#"
 import duckdb, json, sys
 out = sys.argv[1]

@@ -2,11 +2,12 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::Args as ClapArgs;
-use loopctl_analytics::export;
+use loopctl_analytics::{ExportOptions, export};
 
 use super::Ctx;
-use super::tables::{ReadArgs, read, tables};
+use super::tables::{ReadArgs, read};
 use crate::{exit, output};
 
 /// Write the runs, phases and events tables as Parquet (zstd), partitioned by day in Hive
@@ -38,9 +39,14 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let collected = read(ctx, &a.paths, &a.read, true)?;
-    let t = tables(&collected)?;
-    let done = export(&t, &a.out)?;
+    // The events are not gathered here: the export streams them from the logs.
+    let collected = read(ctx, &a.paths, &a.read, false)?;
+    let opts = ExportOptions {
+        read: ctx.read.clone(),
+        ..ExportOptions::default()
+    };
+    let done = export(&collected, &a.out, &opts)
+        .with_context(|| format!("exporting to {}", a.out.display()))?;
     if a.json {
         let list = |v: &[PathBuf]| {
             v.iter()
@@ -57,9 +63,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             done.written.len(),
             done.unchanged.len(),
             a.out.display(),
-            t.runs.height(),
-            t.phases.height(),
-            t.events.height()
+            done.runs,
+            done.phases,
+            done.events
         ));
     }
     Ok(exit::OK)
