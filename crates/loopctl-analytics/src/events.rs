@@ -110,16 +110,26 @@ struct LogEvents<'a> {
     default_run: &'a str,
     source: &'a str,
     loops: &'a FxHashMap<&'a str, &'a str>,
+    /// The last run seen and its loop: a log's events come in runs of the same run.
+    last: Option<(&'a str, &'a str)>,
     cols: Columns,
 }
 
 impl Projection for LogEvents<'_> {
     fn event(&mut self, line: Line, ev: &Event<'_>) {
         let id = ev.run_id.as_deref().unwrap_or(self.default_run);
-        // Runs the `runs` table leaves out (no event applied) leave their events out too.
-        if let Some(loop_name) = self.loops.get(id) {
-            self.cols.push(id, loop_name, self.source, line, ev);
-        }
+        let loop_name = match self.last {
+            Some((run, loop_name)) if run == id => loop_name,
+            // Runs the `runs` table leaves out (no event applied) leave their events out too.
+            _ => match self.loops.get_key_value(id) {
+                Some((run, loop_name)) => {
+                    self.last = Some((run, loop_name));
+                    loop_name
+                }
+                None => return,
+            },
+        };
+        self.cols.push(id, loop_name, self.source, line, ev);
     }
 }
 
@@ -155,6 +165,7 @@ pub fn stream(
             default_run: &log.name,
             source: &source,
             loops: runs,
+            last: None,
             cols,
         };
         for_each_piece(&log.log, 0, 0, read.max_line, |piece| {

@@ -93,6 +93,28 @@ pub struct Exported {
 /// `events` table) under `out`.
 pub fn export(c: &Collected, out: &Path, opts: &ExportOptions) -> Result<Exported> {
     let t = Tables::of(c)?;
+    // `runs` and `phases` are encoded beside the events, on a thread of their own.
+    let (tables, events) = std::thread::scope(|s| {
+        let tables = s.spawn(|| stage_tables(&t, out));
+        let mut staged = Vec::new();
+        let events = stream_events(c, out, opts, &mut staged).map(|n| (n, staged));
+        let tables = tables
+            .join()
+            .unwrap_or_else(|_| Err(Error::Usage("encoding runs and phases panicked".into())));
+        (tables, events)
+    });
+    let mut staged = tables?;
+    let ((events, max_events_held), events_staged) = events?;
+    staged.extend(events_staged);
+    let mut done = commit(staged)?;
+    done.runs = t.runs.height();
+    done.phases = t.phases.height();
+    done.events = events;
+    done.max_events_held = max_events_held;
+    Ok(done)
+}
+
+fn stage_tables(t: &Tables, out: &Path) -> Result<Vec<Staged>> {
     let mut staged = Vec::new();
     for (name, df) in [("runs", &t.runs), ("phases", &t.phases)] {
         for (day, mut part) in by_day(df)? {
@@ -100,13 +122,7 @@ pub fn export(c: &Collected, out: &Path, opts: &ExportOptions) -> Result<Exporte
             staged.push(stage_bytes(&file, &parquet(&mut part)?)?);
         }
     }
-    let (events, max_events_held) = stream_events(c, out, opts, &mut staged)?;
-    let mut done = commit(staged)?;
-    done.runs = t.runs.height();
-    done.phases = t.phases.height();
-    done.events = events;
-    done.max_events_held = max_events_held;
-    Ok(done)
+    Ok(staged)
 }
 
 fn partition(out: &Path, table: &str, day: &str) -> PathBuf {
@@ -150,11 +166,12 @@ struct Staged {
 fn temp_beside(target: &Path) -> Result<NamedTempFile> {
     let dir = target.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    tempfile::Builder::new()
-        .prefix(".part-0.")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(io(dir))
+    let mut b = tempfile::Builder::new();
+    b.prefix(".part-0.").suffix(".tmp");
+    // Readable as a file written the usual way (the umask applies), not owner-only.
+    #[cfg(unix)]
+    b.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    b.tempfile_in(dir).map_err(io(dir))
 }
 
 fn stage_bytes(target: &Path, bytes: &[u8]) -> Result<Staged> {

@@ -192,6 +192,19 @@ fn events_partitions_hold_row_groups_of_at_most_a_batch_in_file_order() {
         .unwrap()
         .clone();
     assert!(meta.row_groups.len() > 1);
+    // As readable as any file written there (the umask applies), not owner-only.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let plain = tmp.path().join("plain");
+        std::fs::write(&plain, b"").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&f), mode(&plain));
+        assert_eq!(
+            mode(&out.join("runs/day=2026-11-21/part-0.parquet")),
+            mode(&plain)
+        );
+    }
     assert!(meta.row_groups.iter().all(|g| g.num_rows() < 2 * 16));
     assert!(done.events > 0);
 }

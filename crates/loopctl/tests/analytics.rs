@@ -770,3 +770,83 @@ fn tokens_and_cost_are_null_not_zero_where_no_log_records_usage() {
             .all(|r| r["cost_usd"].is_f64())
     );
 }
+
+/// Files under `dir` with their bytes, by path.
+fn files_under(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn export_parquet_writes_a_partition_per_table_and_day_and_a_failure_exits_2() {
+    let f = fixture(12);
+    let lake = f._tmp.path().join("lake");
+    let done = json_of(
+        &[
+            "export",
+            "parquet",
+            "--json",
+            "--out",
+            lake.to_str().unwrap(),
+        ],
+        &[&f.root],
+    );
+    assert!(done["unchanged"].as_array().unwrap().is_empty());
+    let files = files_under(&lake);
+    // A partition per table and day of the runs, and nothing else.
+    let days: std::collections::BTreeSet<&str> = f.runs.iter().map(|r| r.day.as_str()).collect();
+    for table in ["runs", "phases", "events"] {
+        for day in &days {
+            let p = lake.join(format!("{table}/day={day}/part-0.parquet"));
+            assert!(
+                files.get(&p).is_some_and(|b| b.starts_with(b"PAR1")),
+                "{}",
+                p.display()
+            );
+        }
+    }
+    assert_eq!(files.len(), 3 * days.len(), "{:?}", files.keys());
+    assert_eq!(done["written"].as_array().unwrap().len(), files.len());
+    // Again: every partition is unchanged, no byte moves.
+    let again = json_of(
+        &[
+            "export",
+            "parquet",
+            "--json",
+            "--out",
+            lake.to_str().unwrap(),
+        ],
+        &[&f.root],
+    );
+    assert!(again["written"].as_array().unwrap().is_empty(), "{again}");
+    assert_eq!(files_under(&lake), files);
+    // An output folder that is a file: exit 2, the path named, nothing left behind.
+    let blocked = f._tmp.path().join("blocked");
+    std::fs::write(&blocked, b"").unwrap();
+    let out = loopctl()
+        .args(["export", "parquet", "--quiet", "--out"])
+        .arg(&blocked)
+        .arg(&f.root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("blocked"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(f._tmp.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

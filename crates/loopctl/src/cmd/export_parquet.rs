@@ -16,7 +16,10 @@ use crate::{exit, output};
 /// Re-running over more logs writes new days and replaces the partitions whose content
 /// changed, each atomically (a temporary file, then a rename): a reader never sees a
 /// half-written file, and an unchanged partition is not touched. Rows without a time go to
-/// day=__HIVE_DEFAULT_PARTITION__. docs/analytics.md lists the columns.
+/// day=__HIVE_DEFAULT_PARTITION__. The events are streamed from the logs (read a second time,
+/// in file order, a few batches in memory at a time), so memory grows with the runs and phase
+/// attempts, not with the logs' size; within a partition rows are in file order. The same logs
+/// give the same bytes. docs/analytics.md lists the columns.
 #[derive(ClapArgs)]
 #[command(after_help = "\
 Exit codes: 0 written; 2 error (cannot write, unreadable input under --strict).
