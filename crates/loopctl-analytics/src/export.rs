@@ -142,6 +142,11 @@ fn by_day(df: &DataFrame) -> Result<Vec<(Option<i32>, DataFrame)>> {
         groups.entry(d).or_default().push(i as IdxSize);
     }
     let rest = df.drop("day")?;
+    if groups.len() == 1 && rest.max_n_chunks() == 1 {
+        // One day (a batch of a log written in time order, usually): no copy. A frame of
+        // several chunks is copied into one: row groups must not follow how it was read.
+        return Ok(groups.into_keys().map(|d| (d, rest.clone())).collect());
+    }
     groups
         .into_iter()
         .map(|(d, idx)| Ok((d, rest.take(&IdxCa::from_vec("idx".into(), idx))?)))
@@ -490,12 +495,11 @@ fn stream_events(
         let writer = s.spawn(move || write_in_order(out, schema, done_rx, permit_tx, held));
         let mut jobs = Vec::new();
         let send = |jobs: &mut Vec<Job>| -> Result<()> {
-            for mut job in jobs.drain(..) {
+            for job in jobs.drain(..) {
                 // A permit per row group in flight: the writer hands them back.
                 permit_rx
                     .recv()
                     .map_err(|_| Error::Usage("the Parquet writer stopped".into()))?;
-                job.df.rechunk_mut();
                 job_tx
                     .send(job)
                     .map_err(|_| Error::Usage("the Parquet encoders stopped".into()))?;
