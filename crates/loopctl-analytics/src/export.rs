@@ -59,16 +59,16 @@ impl ExportOptions {
     }
 
     /// Row groups on their way to the files at any time (queued, encoding, or waiting for an
-    /// earlier one to be written).
+    /// earlier one to be written): one per worker keeps them busy while the next is cut.
     fn in_flight(&self) -> usize {
-        self.workers() + 1
+        self.workers()
     }
 
-    /// Events held in memory at most: the batch being split, the days' rows waiting to make a
-    /// row group (`PENDING` batches, plus a batch at most before they are cut back), and the
-    /// row groups in flight (each less than two batches).
+    /// Events held in memory at most: the batch being read, the days' rows waiting to make a
+    /// row group (`PENDING` batches, plus the batch just read before they are cut back), and
+    /// the row groups in flight (a batch each at most).
     pub fn max_events_held(&self) -> usize {
-        self.batch_rows * (1 + PENDING + 1 + 2 * self.in_flight())
+        self.batch_rows * (1 + PENDING + 1 + self.in_flight())
     }
 }
 
@@ -117,10 +117,11 @@ pub fn export(c: &Collected, out: &Path, opts: &ExportOptions) -> Result<Exporte
 fn stage_tables(t: &Tables, out: &Path) -> Result<Vec<Staged>> {
     let mut staged = Vec::new();
     for (name, df) in [("runs", &t.runs), ("phases", &t.phases)] {
-        for (day, mut part) in by_day(df)? {
+        Days::of(df)?.each(|day, mut part| {
             let file = partition(out, name, &day_name(day));
             staged.push(stage_bytes(&file, &parquet(&mut part)?)?);
-        }
+            Ok(())
+        })?;
     }
     Ok(staged)
 }
@@ -134,23 +135,41 @@ fn day_name(d: Option<i32>) -> String {
 }
 
 /// The frame's rows split by their `day`, in day order, without the `day` column (the
-/// partition's folder carries it).
-fn by_day(df: &DataFrame) -> Result<Vec<(Option<i32>, DataFrame)>> {
-    let days = df.column("day")?.cast(&DataType::Int32)?;
-    let mut groups: BTreeMap<Option<i32>, Vec<IdxSize>> = Default::default();
-    for (i, d) in days.i32()?.iter().enumerate() {
-        groups.entry(d).or_default().push(i as IdxSize);
+/// partition's folder carries it): each day's rows are copied out as `take` is called for it.
+struct Days {
+    rest: DataFrame,
+    groups: BTreeMap<Option<i32>, Vec<IdxSize>>,
+}
+
+impl Days {
+    fn of(df: &DataFrame) -> Result<Days> {
+        let days = df.column("day")?.cast(&DataType::Int32)?;
+        let mut groups: BTreeMap<Option<i32>, Vec<IdxSize>> = Default::default();
+        for (i, d) in days.i32()?.iter().enumerate() {
+            groups.entry(d).or_default().push(i as IdxSize);
+        }
+        Ok(Days {
+            rest: df.drop("day")?,
+            groups,
+        })
     }
-    let rest = df.drop("day")?;
-    if groups.len() == 1 && rest.max_n_chunks() == 1 {
+
+    /// Every day's rows, one day at a time, in day order.
+    fn each(self, mut f: impl FnMut(Option<i32>, DataFrame) -> Result<()>) -> Result<()> {
+        let Days { rest, groups } = self;
         // One day (a batch of a log written in time order, usually): no copy. A frame of
         // several chunks is copied into one: row groups must not follow how it was read.
-        return Ok(groups.into_keys().map(|d| (d, rest.clone())).collect());
+        let whole = groups.len() == 1 && rest.max_n_chunks() == 1;
+        for (d, idx) in groups {
+            let part = if whole {
+                rest.clone()
+            } else {
+                rest.take(&IdxCa::from_vec("idx".into(), idx))?
+            };
+            f(d, part)?;
+        }
+        Ok(())
     }
-    groups
-        .into_iter()
-        .map(|(d, idx)| Ok((d, rest.take(&IdxCa::from_vec("idx".into(), idx))?)))
-        .collect()
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -314,8 +333,9 @@ struct Job {
     df: DataFrame,
 }
 
-/// Cuts batches into per-day row groups: a day's rows wait until they make a batch, or until
-/// the days waiting hold more than `PENDING` batches (then the largest days go).
+/// Cuts batches into per-day row groups of `batch_rows` rows: a day's rows wait until they
+/// make one, or until the days waiting hold more than `PENDING` batches (then the largest
+/// days go as they are).
 struct Partitioner {
     batch_rows: usize,
     pending: BTreeMap<Option<i32>, (DataFrame, usize)>,
@@ -325,7 +345,7 @@ struct Partitioner {
 
 impl Partitioner {
     fn add(&mut self, batch: &DataFrame, jobs: &mut Vec<Job>) -> Result<()> {
-        for (day, part) in by_day(batch)? {
+        Days::of(batch)?.each(|day, part| {
             let n = part.height();
             match self.pending.get_mut(&day) {
                 Some((df, rows)) => {
@@ -337,15 +357,23 @@ impl Partitioner {
                 }
             }
             self.held += n;
-        }
-        let full: Vec<Option<i32>> = self
-            .pending
-            .iter()
-            .filter(|(_, (_, rows))| *rows >= self.batch_rows)
-            .map(|(d, _)| *d)
-            .collect();
-        for d in full {
-            self.cut(d, jobs);
+            Ok(())
+        })?;
+        // Whole row groups of the days that have them; the rest waits.
+        let days: Vec<Option<i32>> = self.pending.keys().copied().collect();
+        for d in days {
+            while let Some((df, rows)) = self.pending.get_mut(&d)
+                && *rows > self.batch_rows
+            {
+                let (head, tail) = df.split_at(self.batch_rows as i64);
+                *df = tail;
+                *rows -= self.batch_rows;
+                self.held -= self.batch_rows;
+                self.push(d, head, jobs);
+            }
+            if self.pending.get(&d).is_some_and(|p| p.1 == self.batch_rows) {
+                self.cut(d, jobs);
+            }
         }
         while self.held > PENDING * self.batch_rows {
             // The largest day (the earliest of equals: the order must not depend on a hash).
@@ -365,14 +393,18 @@ impl Partitioner {
     fn cut(&mut self, day: Option<i32>, jobs: &mut Vec<Job>) {
         if let Some((df, rows)) = self.pending.remove(&day) {
             self.held -= rows;
-            jobs.push(Job {
-                seq: self.next_seq,
-                day,
-                rows,
-                df,
-            });
-            self.next_seq += 1;
+            self.push(day, df, jobs);
         }
+    }
+
+    fn push(&mut self, day: Option<i32>, df: DataFrame, jobs: &mut Vec<Job>) {
+        jobs.push(Job {
+            seq: self.next_seq,
+            day,
+            rows: df.height(),
+            df,
+        });
+        self.next_seq += 1;
     }
 
     fn rest(&mut self, jobs: &mut Vec<Job>) {
