@@ -107,6 +107,10 @@ fn the_streamed_events_equal_the_events_table() {
     assert_streamed_equals_table(&inputs(tmp.path()));
 }
 
+#[cfg_attr(
+    no_shared,
+    ignore = "needs ../shared, absent at build time (tests/shared_cfg.rs)"
+)]
 #[test]
 fn the_streamed_events_of_the_corpus_equal_the_events_table() {
     let Some(shared) = loopctl_tests::shared("the streamed events over the corpus") else {
