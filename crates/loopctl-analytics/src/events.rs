@@ -112,11 +112,14 @@ struct LogEvents<'a> {
     loops: &'a FxHashMap<&'a str, &'a str>,
     /// The last run seen and its loop: a log's events come in runs of the same run.
     last: Option<(&'a str, &'a str)>,
+    /// Bytes of the log read so far (progress).
+    read: u64,
     cols: Columns,
 }
 
 impl Projection for LogEvents<'_> {
     fn event(&mut self, line: Line, ev: &Event<'_>) {
+        self.read = line.end();
         let id = ev.run_id.as_deref().unwrap_or(self.default_run);
         let loop_name = match self.last {
             Some((run, loop_name)) if run == id => loop_name,
@@ -135,14 +138,15 @@ impl Projection for LogEvents<'_> {
 
 /// Every event of the runs of `c` (the first pass: its logs and runs), in file order, the
 /// logs in the order read: `emit` gets a frame of at most `batch_rows` events at a time (the
-/// columns of the `events` table). Gives the number of events read; stops at `emit`'s first
-/// error. A log that cannot be read now was listed as unreadable by the first pass (or
+/// columns of the `events` table), `progress` the logs and bytes read so far. Gives the number
+/// of events read; stops at `emit`'s first error. A log that cannot be read now was listed as unreadable by the first pass (or
 /// changed since): it is an error here, as a partial export would be wrong.
 pub fn stream(
     c: &Collected,
     read: &ReadOptions,
     batch_rows: usize,
     mut emit: impl FnMut(DataFrame) -> Result<()>,
+    mut progress: impl FnMut(u64, u64),
 ) -> Result<u64> {
     let batch_rows = batch_rows.max(1);
     // The loop of each run, by source and run id: the events' `loop` column.
@@ -156,9 +160,13 @@ pub fn stream(
     let mut total = 0u64;
     let mut cols = Columns::new(batch_rows);
     let mut failed: Option<Error> = None;
+    let (mut files, mut bytes) = (0u64, 0u64);
     for log in &c.logs {
+        files += 1;
         let source: Arc<str> = log.log.to_string_lossy().into();
         let Some(runs) = loops.get(&*source) else {
+            bytes += std::fs::metadata(&log.log).map_or(0, |m| m.len());
+            progress(files, bytes);
             continue;
         };
         let mut reader = LogEvents {
@@ -166,6 +174,7 @@ pub fn stream(
             source: &source,
             loops: runs,
             last: None,
+            read: 0,
             cols,
         };
         for_each_piece(&log.log, 0, 0, read.max_line, |piece| {
@@ -179,11 +188,14 @@ pub fn stream(
                 if let Err(e) = full.finish().map_err(Error::from).and_then(&mut emit) {
                     failed = Some(e);
                 }
+                progress(files - 1, bytes + reader.read);
             }
         })?;
         if let Some(e) = failed {
             return Err(e);
         }
+        bytes += std::fs::metadata(&log.log).map_or(reader.read, |m| m.len());
+        progress(files, bytes);
         cols = reader.cols;
     }
     if cols.len() > 0 {

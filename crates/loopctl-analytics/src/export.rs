@@ -90,14 +90,19 @@ pub struct Exported {
 }
 
 /// Writes `runs`, `phases` and `events` of what the first pass read (`c`, read without its
-/// `events` table) under `out`.
-pub fn export(c: &Collected, out: &Path, opts: &ExportOptions) -> Result<Exported> {
+/// `events` table) under `out`. `progress` gets the logs and bytes read again for the events.
+pub fn export(
+    c: &Collected,
+    out: &Path,
+    opts: &ExportOptions,
+    progress: impl FnMut(u64, u64),
+) -> Result<Exported> {
     let t = Tables::of(c)?;
     // `runs` and `phases` are encoded beside the events, on a thread of their own.
     let (tables, events) = std::thread::scope(|s| {
         let tables = s.spawn(|| stage_tables(&t, out));
         let mut staged = Vec::new();
-        let events = stream_events(c, out, opts, &mut staged).map(|n| (n, staged));
+        let events = stream_events(c, out, opts, progress, &mut staged).map(|n| (n, staged));
         let tables = tables
             .join()
             .unwrap_or_else(|_| Err(Error::Usage("encoding runs and phases panicked".into())));
@@ -480,6 +485,7 @@ fn stream_events(
     c: &Collected,
     out: &Path,
     opts: &ExportOptions,
+    progress: impl FnMut(u64, u64),
     staged: &mut Vec<Staged>,
 ) -> Result<(u64, usize)> {
     let schema = crate::tables::events(&[])?
@@ -538,13 +544,19 @@ fn stream_events(
             }
             Ok(())
         };
-        let read = events::stream(c, &opts.read, parts.batch_rows, |batch| {
-            let now = held.fetch_add(batch.height(), Ordering::SeqCst) + batch.height();
-            max_held.fetch_max(now, Ordering::SeqCst);
-            parts.add(&batch, &mut jobs)?;
-            drop(batch);
-            send(&mut jobs)
-        })
+        let read = events::stream(
+            c,
+            &opts.read,
+            parts.batch_rows,
+            |batch| {
+                let now = held.fetch_add(batch.height(), Ordering::SeqCst) + batch.height();
+                max_held.fetch_max(now, Ordering::SeqCst);
+                parts.add(&batch, &mut jobs)?;
+                drop(batch);
+                send(&mut jobs)
+            },
+            progress,
+        )
         .and_then(|n| {
             parts.rest(&mut jobs);
             send(&mut jobs)?;
@@ -566,9 +578,15 @@ fn stream_events(
 /// frame in file order).
 pub fn events_streamed(c: &Collected, opts: &ExportOptions) -> Result<DataFrame> {
     let mut all = crate::tables::events(&[])?;
-    events::stream(c, &opts.read, opts.batch_rows, |df| {
-        all.vstack_mut(&df)?;
-        Ok(())
-    })?;
+    events::stream(
+        c,
+        &opts.read,
+        opts.batch_rows,
+        |df| {
+            all.vstack_mut(&df)?;
+            Ok(())
+        },
+        |_, _| {},
+    )?;
     Ok(all)
 }

@@ -147,8 +147,8 @@ fn the_same_logs_give_the_same_bytes_whatever_the_threads() {
     let c = read(&inputs(tmp.path()), false);
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     // Small row groups, so that many are encoded at once and finish out of order.
-    export(&c, &a, &options(1, 16)).unwrap();
-    export(&c, &b, &options(4, 16)).unwrap();
+    export(&c, &a, &options(1, 16), |_, _| {}).unwrap();
+    export(&c, &b, &options(4, 16), |_, _| {}).unwrap();
     let (ta, tb) = (tree(&a), tree(&b));
     assert!(
         ta.len() > 6,
@@ -167,7 +167,7 @@ fn events_partitions_hold_row_groups_of_a_batch_in_file_order() {
     let tmp = tempfile::tempdir().unwrap();
     let c = read(&inputs(tmp.path()), false);
     let out = tmp.path().join("lake");
-    let done = export(&c, &out, &options(2, 16)).unwrap();
+    let done = export(&c, &out, &options(2, 16), |_, _| {}).unwrap();
     let f = out.join("events/day=2026-11-21/part-0.parquet");
     let df = ParquetReader::new(std::fs::File::open(&f).unwrap())
         .finish()
@@ -220,7 +220,15 @@ fn the_events_held_in_memory_stay_within_a_few_batches() {
     let log = merged_log(tmp.path(), 12, 400);
     let c = read(&[log], false);
     let opts = options(2, 32);
-    let done = export(&c, &tmp.path().join("lake"), &opts).unwrap();
+    let mut seen = Vec::new();
+    let done = export(&c, &tmp.path().join("lake"), &opts, |files, bytes| {
+        seen.push((files, bytes))
+    })
+    .unwrap();
+    // Progress through the log as batches go, ending at all of it.
+    assert!(seen.len() > 10, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].1 <= w[1].1), "{seen:?}");
+    assert_eq!(seen.last(), Some(&(1, c.bytes)));
     let bound = opts.max_events_held();
     assert!(done.events > 10 * bound as u64, "{} events", done.events);
     assert!(
@@ -254,12 +262,12 @@ fn a_failed_export_leaves_no_temporary_file_and_replaces_nothing() {
     let out = tmp.path().join("lake");
     // A first export, then one over more logs that fails at the events: `events/day=...`
     // cannot be made (a file sits where a day's folder goes).
-    export(&read(&paths[1..], false), &out, &options(2, 16)).unwrap();
+    export(&read(&paths[1..], false), &out, &options(2, 16), |_, _| {}).unwrap();
     let before = tree(&out);
     let blocked = out.join("events/day=2026-11-21");
     assert!(!blocked.exists());
     std::fs::write(&blocked, b"not a folder").unwrap();
-    let err = export(&read(&paths, false), &out, &options(2, 16)).unwrap_err();
+    let err = export(&read(&paths, false), &out, &options(2, 16), |_, _| {}).unwrap_err();
     assert!(err.to_string().contains("day=2026-11-21"), "{err}");
     assert_eq!(temps(&out), Vec::<PathBuf>::new());
     std::fs::remove_file(&blocked).unwrap();

@@ -182,7 +182,7 @@ fn the_export_reads_back_as_the_tables_and_a_rerun_rewrites_changed_days_only() 
     let c = read(&inputs);
     let t = Tables::of(&c).unwrap();
     let out = tmp.path().join("lake");
-    let first = export(&c, &out, &ExportOptions::default()).unwrap();
+    let first = export(&c, &out, &ExportOptions::default(), |_, _| {}).unwrap();
     assert!(first.unchanged.is_empty());
     for name in ["runs", "phases", "events"] {
         let want = by_day(t.get(name).unwrap());
@@ -197,7 +197,7 @@ fn the_export_reads_back_as_the_tables_and_a_rerun_rewrites_changed_days_only() 
 
     // Same logs again: nothing is written.
     let before = parquet_files(&out);
-    let again = export(&read(&inputs), &out, &ExportOptions::default()).unwrap();
+    let again = export(&read(&inputs), &out, &ExportOptions::default(), |_, _| {}).unwrap();
     assert!(again.written.is_empty(), "{:?}", again.written);
     assert_eq!(parquet_files(&out), before);
 
@@ -207,7 +207,7 @@ fn the_export_reads_back_as_the_tables_and_a_rerun_rewrites_changed_days_only() 
     text.push_str(r#"{"v":1,"seq":7,"ts":"2026-11-22T10:02:00.000Z","run_id":"fix-20261122-100000","event":"run_resumed","payload":{}}"#);
     text.push('\n');
     std::fs::write(&log, text).unwrap();
-    let third = export(&read(&inputs), &out, &ExportOptions::default()).unwrap();
+    let third = export(&read(&inputs), &out, &ExportOptions::default(), |_, _| {}).unwrap();
     assert!(!third.written.is_empty());
     for f in &third.written {
         assert!(
@@ -255,7 +255,7 @@ fn duckdb_reads_the_export_where_installed() {
     let c = read(&inputs);
     let t = Tables::of(&c).unwrap();
     let out = tmp.path().join("lake");
-    export(&c, &out, &ExportOptions::default()).unwrap();
+    export(&c, &out, &ExportOptions::default(), |_, _| {}).unwrap();
     let script = r#"
 import duckdb, json, sys
 out = sys.argv[1]

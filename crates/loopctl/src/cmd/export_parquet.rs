@@ -7,7 +7,7 @@ use clap::Args as ClapArgs;
 use loopctl_analytics::{ExportOptions, export};
 
 use super::Ctx;
-use super::tables::{ReadArgs, read};
+use super::tables::{ReadArgs, progress_bar, read};
 use crate::{exit, output};
 
 /// Write the runs, phases and events tables as Parquet (zstd), partitioned by day in Hive
@@ -48,8 +48,15 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         read: ctx.read.clone(),
         ..ExportOptions::default()
     };
-    let done = export(&collected, &a.out, &opts)
-        .with_context(|| format!("exporting to {}", a.out.display()))?;
+    // The events are read again: a second bar.
+    let bar = progress_bar(collected.bytes, a.read.quiet || collected.logs.is_empty());
+    let n = collected.logs.len();
+    let done = export(&collected, &a.out, &opts, |files, bytes| {
+        bar.set_position(bytes);
+        bar.set_message(format!("{files}/{n} files, events"));
+    });
+    bar.finish_and_clear();
+    let done = done.with_context(|| format!("exporting to {}", a.out.display()))?;
     if a.json {
         let list = |v: &[PathBuf]| {
             v.iter()

@@ -75,17 +75,7 @@ pub fn read(ctx: &Ctx, paths: &[PathBuf], r: &ReadArgs, events: bool) -> anyhow:
         .iter()
         .map(|l| std::fs::metadata(&l.log).map_or(0, |m| m.len()))
         .sum();
-    let bar = if !r.quiet && std::io::stderr().is_terminal() && !logs.is_empty() {
-        let b = ProgressBar::new(total);
-        if let Ok(style) =
-            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg} ({eta} left)")
-        {
-            b.set_style(style);
-        }
-        b
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = progress_bar(total, r.quiet || logs.is_empty());
     let opts = Options {
         read: ctx.read.clone(),
         events,
@@ -137,6 +127,20 @@ fn report_damage(c: &Collected) {
                 .len()
         ));
     }
+}
+
+/// A bar over `total` bytes on a terminal; hidden when `quiet` or stderr is not a terminal.
+pub fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(total);
+    if let Ok(style) =
+        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg} ({eta} left)")
+    {
+        b.set_style(style);
+    }
+    b
 }
 
 /// The tables of what was read.
