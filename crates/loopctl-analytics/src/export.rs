@@ -428,14 +428,14 @@ struct DayFile {
 }
 
 /// Appends encoded row groups to their day's file in the order they were cut (workers finish
-/// out of order), and gives back each file staged.
+/// out of order), and gives back each file staged and the row groups written.
 fn write_in_order(
     out: &Path,
     schema: &Schema,
     done: mpsc::Receiver<(Job, Result<RowGroup>)>,
     permits: mpsc::SyncSender<()>,
     held: &AtomicUsize,
-) -> Result<Vec<Staged>> {
+) -> Result<(Vec<Staged>, u64)> {
     let mut files: BTreeMap<Option<i32>, DayFile> = BTreeMap::new();
     let mut waiting: BTreeMap<u64, (Option<i32>, usize, RowGroup)> = BTreeMap::new();
     let mut next = 0u64;
@@ -465,6 +465,9 @@ fn write_in_order(
             let _ = permits.send(());
         }
     }
+    if !waiting.is_empty() {
+        return Err(Error::Usage(format!("Parquet row group {next} was lost")));
+    }
     let mut staged = Vec::new();
     for f in files.into_values() {
         f.writer.finish()?;
@@ -475,7 +478,7 @@ fn write_in_order(
             tmp: f.tmp.into_temp_path(),
         });
     }
-    Ok(staged)
+    Ok((staged, next))
 }
 
 /// Streams the events into day files (staged in `staged`): the events read on this thread,
@@ -522,7 +525,14 @@ fn stream_events(
                     };
                     let Ok(mut job) = job else { return };
                     let df = std::mem::take(&mut job.df);
-                    let encoded = encoder.encode(df);
+                    // A panic in polars is an error of this export, not a lost row group that
+                    // the writer would wait for.
+                    let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        encoder.encode(df)
+                    }))
+                    .unwrap_or_else(|_| {
+                        Err(Error::Usage("encoding a Parquet row group panicked".into()))
+                    });
                     if done_tx.send((job, encoded)).is_err() {
                         return;
                     }
@@ -567,8 +577,14 @@ fn stream_events(
             .join()
             .unwrap_or_else(|_| Err(Error::Usage("the Parquet writer panicked".into())));
         // The writer's error is the cause when both failed (the reader only saw it stop).
-        let files = written?;
+        let (files, written) = written?;
         let n = read?;
+        if written != parts.next_seq {
+            return Err(Error::Usage(format!(
+                "{written} of {} Parquet row groups written",
+                parts.next_seq
+            )));
+        }
         staged.extend(files);
         Ok((n, max_held.load(Ordering::SeqCst)))
     })
@@ -589,4 +605,41 @@ pub fn events_streamed(c: &Collected, opts: &ExportOptions) -> Result<DataFrame>
         |_, _| {},
     )?;
     Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row group that never arrives (a worker died) fails the export instead of leaving a
+    /// partition without it.
+    #[test]
+    fn a_lost_row_group_is_an_error() {
+        let schema = crate::tables::events(&[])
+            .unwrap()
+            .drop("day")
+            .unwrap()
+            .schema()
+            .as_ref()
+            .clone();
+        let encoder = Encoder::new(&schema).unwrap();
+        let df = DataFrame::empty_with_schema(&schema);
+        let (tx, rx) = mpsc::channel();
+        let (permits, _keep) = mpsc::sync_channel(4);
+        let job = |seq| Job {
+            seq,
+            day: None,
+            rows: 0,
+            df: DataFrame::empty(),
+        };
+        // Row group 1 arrives; row group 0 never does.
+        tx.send((job(1), encoder.encode(df.clone()))).unwrap();
+        drop(tx);
+        let out = tempfile::tempdir().unwrap();
+        let held = AtomicUsize::new(0);
+        let err = write_in_order(out.path(), &schema, rx, permits, &held)
+            .err()
+            .expect("an error");
+        assert!(err.to_string().contains("row group 0 was lost"), "{err}");
+    }
 }
