@@ -562,7 +562,7 @@ fn runs_json(http: &Http) -> Vec<u8> {
 
 fn source_findings(m: &MetricState, source: SourceId) -> u64 {
     m.source_series(source)
-        .filter(|(k, _)| k.0 == Metric::LogFindings)
+        .filter(|(m, _)| *m == Metric::LogFindings)
         .map(|(_, v)| match v {
             Val::Count(n) => (*n).max(0) as u64,
             Val::Hist(_) => 0,
