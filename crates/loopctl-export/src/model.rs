@@ -724,16 +724,16 @@ impl MetricState {
             Kind::EvaluationDone | Kind::Stopped | Kind::Failed | Kind::SessionEnded
         ) {
             // No clock: the stalled detector needs one, and is left to the live-run gauges.
-            let verdict = stagnation::assess(
+            // Which detectors trigger, as `assess` finds them, without its summaries.
+            let triggered = stagnation::triggered(
                 &l.trace,
                 &self.options.stagnation,
                 None,
                 loopctl_core::analysis::liveness::Liveness::Unknown,
             );
-            for f in verdict.triggered() {
-                if l.detectors.insert(f.detector) {
-                    let key =
-                        Key::one(Metric::StagnationVerdicts, Label::Static(f.detector.name()));
+            for d in triggered {
+                if l.detectors.insert(d) {
+                    let key = Key::one(Metric::StagnationVerdicts, Label::Static(d.name()));
                     self.add(run, key, Delta::Count(1));
                 }
             }

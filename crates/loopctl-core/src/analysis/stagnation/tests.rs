@@ -380,6 +380,70 @@ proptest::proptest! {
     }
 }
 
+/// `random_line`, plus native phases carrying git fingerprints (for `no_change`).
+fn random_line_git(k: u8, step: u8, it: u8, x: u8, seq: usize) -> String {
+    let phase = ["build", "test"][usize::from(step % 2)];
+    let commit = format!("c{}", x % 2);
+    match k {
+        8 => format!(
+            r#"{{"v":1,"seq":{seq},"run_id":"r","event":"phase_started","iteration":{it},"step":"{phase}","payload":{{"kind":"{}","commit":"{commit}","worktree":"w"}}}}"#,
+            ["loop", "pre", "loop"][usize::from(x % 3)]
+        ),
+        9 => format!(
+            r#"{{"v":1,"seq":{seq},"run_id":"r","event":"phase_finished","iteration":{it},"step":"{phase}","payload":{{"kind":"loop","exit_code":{},"stop_reason":"end_turn","commit":"{commit}","worktree":"w"}}}}"#,
+            x % 2
+        ),
+        _ => random_line(k, step, it, x, seq),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+    /// `triggered` names the detectors `assess` finds triggered, after every line of a run
+    /// (the metric fold asks after each evaluation), whatever the settings.
+    #[test]
+    fn triggered_names_what_assess_finds(
+        lines in proptest::collection::vec((0u8..10, 0u8..3, 0u8..6, 0u8..30), 1..80),
+        limit in 0u64..4,
+        repeat in 0u64..4,
+        no_change in 0u64..3,
+        window in 0usize..8,
+        turns in 0usize..4,
+        never in proptest::bool::ANY,
+        clock in proptest::option::of(0i64..4_000_000),
+    ) {
+        let cfg = Config {
+            limit,
+            repeat,
+            no_change,
+            oscillation_window: window,
+            oscillation_turns: turns,
+            reset: if never { Reset::Never } else { Reset::OnProgress },
+            stalled_after_ms: 60_000,
+            ..Config::default()
+        };
+        let mut log = String::new();
+        for (n, &(k, step, it, x)) in lines.iter().enumerate() {
+            log += &random_line_git(k, step, it, x, n);
+            log.push('\n');
+            for (id, t) in &traces_from_bytes("t", log.as_bytes()) {
+                for runner in [Liveness::Alive, Liveness::Unknown] {
+                    let now = clock.map(|c| Ts(1_767_225_600_000 + c));
+                    let found: Vec<Detector> =
+                        assess(t, &cfg, now, runner).triggered().map(|f| f.detector).collect();
+                    proptest::prop_assert_eq!(
+                        triggered(t, &cfg, now, runner),
+                        found,
+                        "run {} after line {}",
+                        id,
+                        n
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn zero_limits_do_not_panic() {
     let cfg = Config {
