@@ -164,11 +164,6 @@ fn follow(
     ui: &dyn Ui,
 ) -> Result<(), ServeError> {
     let mut follower = Follower::new(cfg.poll);
-    for r in &cfg.roots {
-        if r.is_dir() {
-            follower.watch(r);
-        }
-    }
     // Follower source index -> (log, feed).
     let mut feeds: Vec<Option<(LogRef, Feed)>> = Vec::new();
     let mut known: HashMap<PathBuf, usize> = HashMap::new();
@@ -180,6 +175,8 @@ fn follow(
         ..ReadOptions::default()
     };
     let mut done = 0;
+    // The logs to follow, from where the replay left them.
+    let mut replayed = Vec::with_capacity(initial.len());
     for batch in initial.chunks(BATCH) {
         if stop.load(Ordering::SeqCst) {
             return Ok(());
@@ -193,10 +190,8 @@ fn follow(
             });
             match read {
                 Ok((source, feed)) => {
-                    let at = follower.add(&log.log, Start::At(feed.next_offset));
                     track(http, source, log);
-                    known.insert(log.log.clone(), at);
-                    set(&mut feeds, at, (log.clone(), feed));
+                    replayed.push((log, feed));
                 }
                 // Deleted between the scan and the read: the next scan decides.
                 Err(e) => ui.notice(&format!("{e}; skipped")),
@@ -208,6 +203,23 @@ fn follow(
         ui.progress(done, total);
     }
     http.ready.store(true, Ordering::SeqCst);
+    // The replay is done and scrapes see all of it; the follower is set up now, before the
+    // first look at the logs: each is followed from where the replay left it, so a line
+    // appended meanwhile is read at the first poll. The folders are watched last: a watch set
+    // up before would be told of every file the replay and this opening read.
+    for (log, feed) in replayed {
+        let at = follower.add_unwatched(&log.log, Start::At(feed.next_offset));
+        known.insert(log.log.clone(), at);
+        set(&mut feeds, at, (log.clone(), feed));
+    }
+    for r in &cfg.roots {
+        if r.is_dir() {
+            follower.watch(r);
+        }
+    }
+    for log in known.keys() {
+        follower.watch_folder_of(log);
+    }
     let mut last_scan = Instant::now();
     while !stop.load(Ordering::SeqCst) {
         let mut items = Vec::new();
