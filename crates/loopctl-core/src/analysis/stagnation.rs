@@ -343,6 +343,30 @@ fn hex_runs(w: &str) -> String {
     out
 }
 
+/// An evaluation's failed rule ids, sorted, once each.
+fn rule_set(e: &Evaluation) -> Vec<&str> {
+    let mut ids: Vec<&str> = e.failed.iter().flatten().map(String::as_str).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// The trailing run of evaluations that fail the same non-empty set of rules, and that set.
+/// Read from the end: only the run and the evaluation before it are looked at (the detector
+/// is asked after every evaluation).
+pub(crate) fn failed_rules_streak(evs: &[Evaluation]) -> (Vec<&Evaluation>, Vec<String>) {
+    let Some(last) = evs.last() else {
+        return (Vec::new(), Vec::new());
+    };
+    let set = rule_set(last);
+    if set.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let same = evs.iter().rev().take_while(|e| rule_set(e) == set).count();
+    let streak = evs[evs.len() - same..].iter().collect();
+    (streak, set.into_iter().map(str::to_string).collect())
+}
+
 /// The trailing run of evaluations failing the same rules (and that set), and the longest
 /// trailing run of one phase's failed attempts with the same error (at least `repeat`), with
 /// its normalised error.
@@ -354,23 +378,7 @@ type FailureStreaks<'t> = (
 
 fn failure_streaks<'t>(trace: &'t Trace, cfg: &Config) -> FailureStreaks<'t> {
     let repeat = cfg.repeat.max(1) as usize;
-    // Failed rule sets: the trailing run of evaluations that fail the same non-empty set.
-    let mut streak: Vec<&Evaluation> = Vec::new();
-    let mut set: Vec<String> = Vec::new();
-    for e in &trace.evaluations {
-        let mut ids = e.failed.clone().unwrap_or_default();
-        ids.sort();
-        ids.dedup();
-        if ids.is_empty() {
-            streak.clear();
-            set.clear();
-        } else if ids == set {
-            streak.push(e);
-        } else {
-            streak = vec![e];
-            set = ids;
-        }
-    }
+    let (streak, set) = failed_rules_streak(&trace.evaluations);
     // Errors: per phase, the trailing run of failed attempts with the same normalised error.
     // One pass over the attempts (a long run has hundreds of thousands), phases in order of
     // first appearance: (name, run, key).

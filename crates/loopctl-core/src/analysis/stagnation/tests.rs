@@ -444,6 +444,56 @@ proptest::proptest! {
     }
 }
 
+fn one_evaluation() -> Evaluation {
+    evals(&[0.5], "").evaluations.remove(0)
+}
+
+/// The failed-rules streak as first written: a forward pass over every evaluation.
+fn failed_rules_streak_forward(evs: &[Evaluation]) -> (Vec<&Evaluation>, Vec<String>) {
+    let mut streak: Vec<&Evaluation> = Vec::new();
+    let mut set: Vec<String> = Vec::new();
+    for e in evs {
+        let mut ids = e.failed.clone().unwrap_or_default();
+        ids.sort();
+        ids.dedup();
+        if ids.is_empty() {
+            streak.clear();
+            set.clear();
+        } else if ids == set {
+            streak.push(e);
+        } else {
+            streak = vec![e];
+            set = ids;
+        }
+    }
+    (streak, set)
+}
+
+proptest::proptest! {
+    /// Read from the end, the streak is the forward pass's.
+    #[test]
+    fn the_failed_rules_streak_read_backwards_is_the_forward_one(
+        sets in proptest::collection::vec(
+            proptest::option::of(proptest::collection::vec(0u8..3, 0..4)),
+            0..12,
+        ),
+    ) {
+        let list: Vec<Evaluation> = sets
+            .iter()
+            .map(|s| {
+                let mut e = one_evaluation();
+                e.failed = s.as_ref().map(|ids| ids.iter().map(|i| format!("R{i}")).collect());
+                e
+            })
+            .collect();
+        let (a, sa) = failed_rules_streak(&list);
+        let (b, sb) = failed_rules_streak_forward(&list);
+        proptest::prop_assert_eq!(sa, sb);
+        proptest::prop_assert_eq!(a.len(), b.len());
+        proptest::prop_assert!(a.iter().zip(&b).all(|(x, y)| std::ptr::eq(*x, *y)));
+    }
+}
+
 #[test]
 fn zero_limits_do_not_panic() {
     let cfg = Config {
