@@ -396,6 +396,9 @@ struct Live {
     evaluations_seen: usize,
     retries_seen: usize,
     detectors: BTreeSet<Detector>,
+    /// Phases (the trace's names) admitted under the run's loop label: a kept phase stays
+    /// kept, so they are not looked up in the caps again. Cleared when the label changes.
+    admitted: Vec<Name>,
 }
 
 impl RunMetrics {
@@ -633,6 +636,11 @@ impl MetricState {
         if raw != run.raw_label {
             run.raw_label = raw.to_string();
             let label = self.admit_loop(run.raw_label.clone());
+            if label != run.loop_label
+                && let Some(l) = live.as_deref_mut()
+            {
+                l.admitted.clear();
+            }
             if label != run.loop_label && !self.alone {
                 for (key, val) in &run.contribution.0 {
                     bump(&mut self.totals, key.full(&run.loop_label), val, -1);
@@ -783,7 +791,7 @@ impl MetricState {
             };
             for i in l.steps_seen..over {
                 if let Some(o) = attempt_obs(&l.trace.steps[i]) {
-                    self.phase_obs(run, &o, 1);
+                    self.phase_obs(run, &mut l.admitted, &o, 1);
                 }
             }
             l.steps_seen = l.steps_seen.max(over);
@@ -794,7 +802,7 @@ impl MetricState {
             // (an observed step no longer changes).
             for i in 0..l.steps_seen {
                 if let Some(o) = attempt_obs(&l.trace.steps[i]) {
-                    self.phase_obs(run, &o, -1);
+                    self.phase_obs(run, &mut l.admitted, &o, -1);
                 }
             }
             l.steps_seen = 0;
@@ -813,12 +821,27 @@ impl MetricState {
             l.attempts_seen += 1;
         }
         for o in obs {
-            self.phase_obs(run, &o, 1);
+            self.phase_obs(run, &mut l.admitted, &o, 1);
         }
     }
 
-    fn phase_obs(&mut self, run: &mut RunMetrics, o: &PhaseObs, sign: i64) {
-        let phase = self.admit_phase(&run.loop_label, &o.0);
+    /// `admitted`: phases this run saw admitted under its loop label (`Live::admitted`).
+    fn phase_obs(
+        &mut self,
+        run: &mut RunMetrics,
+        admitted: &mut Vec<Name>,
+        o: &PhaseObs,
+        sign: i64,
+    ) {
+        let phase = if admitted.iter().any(|p| Arc::ptr_eq(p, &o.0)) {
+            Label::Name(o.0.clone())
+        } else {
+            let phase = self.admit_phase(&run.loop_label, &o.0);
+            if matches!(phase, Label::Name(_)) {
+                admitted.push(o.0.clone());
+            }
+            phase
+        };
         self.add(
             run,
             Key::two(Metric::Phases, phase.clone(), Label::Static(o.3)),

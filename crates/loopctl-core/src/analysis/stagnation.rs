@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::liveness::Liveness;
 use crate::analysis::measures::{duration, score};
 use crate::decode::timestamp::Ts;
-use crate::fold::trace::{Attempt, Evaluation, Trace};
+use std::sync::Arc;
+
+use crate::fold::trace::{Attempt, Evaluation, Name, Trace};
 
 /// Scores are decimals stored as binary floats: 0.80 -> 0.82 must count as a gain of 0.02.
 const EPS: f64 = 1e-9;
@@ -382,9 +384,11 @@ fn failure_streaks<'t>(trace: &'t Trace, cfg: &Config) -> FailureStreaks<'t> {
     // Errors: per phase, the trailing run of failed attempts with the same normalised error.
     // One pass over the attempts (a long run has hundreds of thousands), phases in order of
     // first appearance: (name, run, key).
-    let mut per: Vec<(&str, Vec<&Attempt>, String)> = Vec::new();
+    // A run's attempts share one `Name` per phase: compared by pointer first.
+    let mut per: Vec<(&Name, Vec<&Attempt>, String)> = Vec::new();
     for a in trace.phases() {
-        let i = match per.iter().position(|(n, ..)| **n == *a.name) {
+        let same = |n: &Name| Arc::ptr_eq(n, &a.name) || **n == *a.name;
+        let i = match per.iter().position(|(n, ..)| same(n)) {
             Some(i) => i,
             None => {
                 per.push((&a.name, Vec::new(), String::new()));

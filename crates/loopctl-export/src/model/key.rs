@@ -30,15 +30,25 @@ impl PartialEq for Label {
     fn eq(&self, other: &Label) -> bool {
         // Mostly the same text held twice (one constant, one phase name): no byte compare then.
         let (a, b) = (self.as_str(), other.as_str());
-        a.len() == b.len() && (std::ptr::eq(a.as_ptr(), b.as_ptr()) || a == b)
+        a.len() == b.len() && (a.is_empty() || std::ptr::eq(a.as_ptr(), b.as_ptr()) || a == b)
     }
 }
 
 impl Eq for Label {}
 
 impl Hash for Label {
+    /// The length and the first and last 8 bytes (equal texts hash alike): label values are
+    /// short, and one multiply-add per word beats hashing every byte.
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
+        let b = self.as_str().as_bytes();
+        let word = |part: &[u8]| {
+            let mut w = [0u8; 8];
+            w[..part.len()].copy_from_slice(part);
+            u64::from_le_bytes(w)
+        };
+        let n = b.len();
+        state.write_u64(word(&b[..n.min(8)]));
+        state.write_u64(word(&b[n.saturating_sub(8)..]) ^ n as u64);
     }
 }
 
