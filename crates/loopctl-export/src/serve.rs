@@ -26,7 +26,7 @@ use loopctl_store::read::ReadOptions;
 use crate::encode::{self, OPENMETRICS_CONTENT_TYPE, Shared, TEXT_CONTENT_TYPE};
 use crate::feed::{Damage, Feed};
 use crate::model::{Metric, MetricState, Options, SourceId, Val};
-use crate::textfile::{BATCH, ExportError, LogRef, absorb, fold_logs, logs};
+use crate::textfile::{ExportError, LogRef, absorb, fold_logs_batched, logs};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
 /// Largest request head (request line and headers) accepted.
@@ -174,17 +174,19 @@ fn follow(
         threads: cfg.threads.max(1),
         ..ReadOptions::default()
     };
-    let mut done = 0;
     // The logs to follow, from where the replay left them.
     let mut replayed = Vec::with_capacity(initial.len());
-    for batch in initial.chunks(BATCH) {
+    let mut stopped = false;
+    // Each batch is absorbed while the next one is folded; folded without the lock (the
+    // server answers 503 until the replay is done).
+    fold_logs_batched(&initial, &cfg.options, &read, |start, folded| {
         if stop.load(Ordering::SeqCst) {
-            return Ok(());
+            stopped = true;
+            return false;
         }
-        // Folded without the lock (the server answers 503 until the replay is done).
-        let folded = fold_logs(batch, &cfg.options, &read);
+        let n = folded.len();
         let mut m = lock();
-        for (log, f) in batch.iter().zip(folded) {
+        for (log, f) in initial[start..].iter().zip(folded) {
             let read = absorb(&mut m, log, f, &mut |d| {
                 ui.notice(&damage_text(&log.log, &d))
             });
@@ -199,8 +201,11 @@ fn follow(
         }
         report_folds(&mut m, ui);
         drop(m);
-        done += batch.len();
-        ui.progress(done, total);
+        ui.progress(start + n, total);
+        true
+    });
+    if stopped {
+        return Ok(());
     }
     http.ready.store(true, Ordering::SeqCst);
     // The replay is done and scrapes see all of it; the follower is set up now, before the
