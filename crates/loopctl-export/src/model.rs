@@ -436,8 +436,9 @@ impl RunMetrics {
 #[derive(Debug, Clone, Default)]
 struct SourceState {
     name: String,
-    /// The log's runs by id.
-    runs: BTreeMap<String, RunMetrics>,
+    /// The log's runs by id. Boxed: a B-tree node holds 11 values inline, and most logs have
+    /// one run.
+    runs: BTreeMap<String, Box<RunMetrics>>,
     contribution: Contribution,
 }
 
@@ -569,7 +570,7 @@ impl MetricState {
                 };
                 self.add(&mut r, Key::new(Metric::RunsStarted), Delta::Count(1));
                 self.add(&mut r, runs_key(Status::Running), Delta::Count(1));
-                runs.insert(run_id.to_string(), r);
+                runs.insert(run_id.to_string(), Box::new(r));
                 false
             }
         };
@@ -694,7 +695,7 @@ impl MetricState {
         let sources = self.sources.iter().enumerate();
         sources
             .filter_map(|(i, s)| Some((i, s.as_ref()?)))
-            .flat_map(|(i, s)| s.runs.values().map(move |r| (i, r)))
+            .flat_map(|(i, s)| s.runs.values().map(move |r| (i, &**r)))
     }
 
     /// Every series with a value, sorted by metric and labels (with `loop` first where the
@@ -719,7 +720,7 @@ impl MetricState {
     pub fn running_runs(&self) -> impl Iterator<Item = (SourceId, &RunMetrics)> {
         self.running.iter().filter_map(|k| {
             let src = self.sources.get(k.0)?.as_ref()?;
-            src.runs.get(&k.1).map(|r| (k.0, r))
+            src.runs.get(&k.1).map(|r| (k.0, &**r))
         })
     }
 
