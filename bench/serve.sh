@@ -19,6 +19,8 @@ usage() {
 usage: bench/serve.sh [options]
 
   --data DIR      folder holding dir10k/ and big70.jsonl (default ../benchdata)
+  --merged FILE   a merged log to time start-up on (a name in DATA or a path); repeat for
+                  several (default big70.jsonl; issue 18 names the 1 GiB one: big.jsonl)
   --runs N        start-up repetitions (default 3)
   --scrapes N     scrapes timed (default 500)
   --rate N        events appended per second during the scrapes (default 1000)
@@ -39,9 +41,11 @@ SCRAPES=500
 RATE=1000
 LIVE=50
 SKIP_NODE=0
+MERGED=()
 while [ $# -gt 0 ]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
+    --merged) MERGED+=("$2"); shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --scrapes) SCRAPES=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
@@ -54,7 +58,11 @@ done
 LOOPCTL=${LOOPCTL:-$ROOT/target/release/loopctl}
 NODE_EXPORTER=${NODE_EXPORTER:-$(command -v prometheus-node-exporter || true)}
 DIR=$DATA/dir10k
-BIG=$DATA/big70.jsonl
+[ ${#MERGED[@]} -gt 0 ] || MERGED=(big70.jsonl)
+BIGS=()
+for m in "${MERGED[@]}"; do
+  case $m in /*) BIGS+=("$m") ;; *) BIGS+=("$DATA/$m") ;; esac
+done
 [ -x "$LOOPCTL" ] || { echo "no $LOOPCTL: cargo build --release -p loopctl" >&2; exit 2; }
 [ -d "$DIR" ] || { echo "no $DIR: python3 ../shared/bench/gen.py dir $DIR" >&2; exit 2; }
 say() { printf '==> %s\n' "$*" >&2; }
@@ -93,9 +101,10 @@ time_list() {
   echo "$(now) - $t0" | bc -l
 }
 
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 say "warming the page cache"
 find "$DIR" -name history.jsonl -exec cat {} + >/dev/null
-[ -f "$BIG" ] && cat "$BIG" >/dev/null
+for b in "${BIGS[@]}"; do [ -f "$b" ] && cat "$b" >/dev/null; done
 
 startup_row() { # label path
   local list=() serve=() rss="" hwm=""
@@ -115,10 +124,14 @@ say "start-up ($RUNS runs each)"
 TABLE="| input | list --json s | serve to /healthz s | ratio | RSS MiB | peak RSS MiB |
 |---|---|---|---|---|---|
 $(startup_row "dir10k (10,000 run folders, $(du -sm "$DIR" | cut -f1) MB)" "$DIR")"
-if [ -f "$BIG" ]; then
-  TABLE+="
-$(startup_row "big70.jsonl (one merged log, $(($(stat -c %s "$BIG") / 1000000)) MB)" "$BIG")"
-fi
+for b in "${BIGS[@]}"; do
+  if [ -f "$b" ]; then
+    TABLE+="
+$(startup_row "$(basename "$b") (one merged log, $(($(stat -c %s "$b") / 1000000)) MB)" "$b")"
+  else
+    say "no $b, left out"
+  fi
+done
 
 say "scrapes under appends: a copy of dir10k with $LIVE live runs"
 COPY=$WORK/dir10k
@@ -240,9 +253,10 @@ fi
 cat <<EOF
 ## loopctl serve (issue 18 §6)
 
-\`bench/serve.sh --runs $RUNS --scrapes $SCRAPES --rate $RATE --live $LIVE\` on $(date -u +%Y-%m-%d),
+\`bench/serve.sh --runs $RUNS --scrapes $SCRAPES --rate $RATE --live $LIVE$(printf ' --merged %s' "${MERGED[@]}")\` on $(date -u +%Y-%m-%d),
 $(nproc) cores, \`$("$LOOPCTL" --version)\`. Start-up: launch to the first \`200\` on \`/healthz\`
 (the replay done), median of $RUNS, page cache warm; \`list --json\` on the same input.
+Load average (1, 5, 15 min) at the start: $LOAD0; at the end: $(cut -d' ' -f1-3 /proc/loadavg).
 
 $TABLE
 

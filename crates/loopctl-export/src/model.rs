@@ -14,27 +14,29 @@
 //! projection of the core's fold (`feed::LogFold`): at start-up every log is folded alone by
 //! the store's driver, on all threads, and absorbed into the shared model (`merge`).
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::Hash;
 
 use rustc_hash::FxHashMap as HashMap;
 
 use loopctl_core::analysis::stagnation::{self, Detector};
 use loopctl_core::fold::replay::{FindingKind, seq_step};
 use loopctl_core::fold::run_state::{RunState, Status, apply_mut};
-use loopctl_core::fold::trace::{Attempt, Trace};
+use loopctl_core::fold::trace::{Name, Trace};
 use loopctl_core::{Event, Kind, Ts};
 
 mod caps;
+mod key;
 mod labels;
 mod merge;
+mod observe;
 
 use caps::Caps;
+use key::{Key, Label};
 
 pub use labels::finding_label;
-use labels::{
-    event_label, exit_reason_label, kind_label, loop_label, loop_label_ref, stop_reason_label,
-    usage_extras,
-};
+use labels::{event_label, loop_label, loop_label_ref, usage_extras};
 
 /// Every series loopctl exports. `docs/metrics.md` documents them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -242,9 +244,10 @@ pub type SeriesKey = (Metric, Vec<String>);
 
 /// What one run (labels without `loop`) or one log (series without `loop`) adds to the totals.
 #[derive(Debug, Clone, Default)]
-struct Contribution(HashMap<SeriesKey, Val>);
+struct Contribution(HashMap<Key, Val>);
 
 /// One change to a series, in stored units.
+#[derive(Debug, Clone, Copy)]
 enum Delta {
     Count(i64),
     /// An observation (`sign` -1 takes it back).
@@ -252,29 +255,60 @@ enum Delta {
 }
 
 impl Delta {
-    fn val(&self, m: Metric) -> Val {
-        match *self {
-            Delta::Count(n) => Val::Count(n),
-            Delta::Observe(v, sign) => {
+    /// A zero of the shape `self` adds to.
+    fn zero(&self, m: Metric) -> Val {
+        match self {
+            Delta::Count(_) => Val::Count(0),
+            Delta::Observe(..) => Val::Hist(Hist {
+                buckets: vec![0; m.buckets().len() + 1],
+                count: 0,
+                sum: 0,
+            }),
+        }
+    }
+
+    /// Adds the change to `v` (of metric `m`) in place.
+    fn apply(&self, v: &mut Val, m: Metric) {
+        match (*self, v) {
+            (Delta::Count(n), Val::Count(a)) => *a += n,
+            (Delta::Observe(x, sign), Val::Hist(h)) => {
                 let bounds = m.buckets();
-                let exported = v as f64 / m.scale();
+                let exported = x as f64 / m.scale();
                 let i = bounds
                     .iter()
                     .position(|b| exported <= *b)
                     .unwrap_or(bounds.len());
-                let mut buckets = vec![0; bounds.len() + 1];
-                buckets[i] = sign;
-                Val::Hist(Hist {
-                    buckets,
-                    count: sign,
-                    sum: i128::from(sign) * i128::from(v),
-                })
+                if let Some(b) = h.buckets.get_mut(i) {
+                    *b += sign;
+                }
+                h.count += sign;
+                h.sum += i128::from(sign) * i128::from(x);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Adds `d` to a series of metric `m` (one hash, no value built); a series at zero is removed.
+fn bump_delta<K: Hash + Eq>(map: &mut HashMap<K, Val>, key: K, d: Delta, m: Metric) {
+    match map.entry(key) {
+        Entry::Occupied(mut e) => {
+            d.apply(e.get_mut(), m);
+            if e.get().is_zero() {
+                e.remove();
+            }
+        }
+        Entry::Vacant(e) => {
+            let mut v = d.zero(m);
+            d.apply(&mut v, m);
+            if !v.is_zero() {
+                e.insert(v);
             }
         }
     }
 }
 
-fn bump(map: &mut HashMap<SeriesKey, Val>, key: SeriesKey, val: &Val, sign: i64) {
+fn bump<K: Hash + Eq>(map: &mut HashMap<K, Val>, key: K, val: &Val, sign: i64) {
     match map.get_mut(&key) {
         Some(v) => {
             v.add(val, sign);
@@ -359,6 +393,9 @@ struct Live {
     evaluations_seen: usize,
     retries_seen: usize,
     detectors: BTreeSet<Detector>,
+    /// Phases (the trace's names) admitted under the run's loop label: a kept phase stays
+    /// kept, so they are not looked up in the caps again. Cleared when the label changes.
+    admitted: Vec<Name>,
 }
 
 impl RunMetrics {
@@ -399,7 +436,9 @@ impl RunMetrics {
 #[derive(Debug, Clone, Default)]
 struct SourceState {
     name: String,
-    runs: BTreeSet<String>,
+    /// The log's runs by id. Boxed: a B-tree node holds 11 values inline, and most logs have
+    /// one run.
+    runs: BTreeMap<String, Box<RunMetrics>>,
     contribution: Contribution,
 }
 
@@ -408,8 +447,8 @@ struct SourceState {
 pub struct MetricState {
     pub options: Options,
     sources: Vec<Option<SourceState>>,
-    runs: BTreeMap<(SourceId, String), RunMetrics>,
-    /// The keys of `runs` whose log says running: a scrape reads these, not every run.
+    /// The (log, run id) of the runs whose log says running: a scrape reads these, not every
+    /// run.
     running: BTreeSet<(SourceId, String)>,
     /// Full label values (with `loop`) to value.
     totals: HashMap<SeriesKey, Val>,
@@ -443,14 +482,12 @@ impl MetricState {
             return;
         };
         for (key, val) in &src.contribution.0 {
-            bump(&mut self.totals, key.clone(), val, -1);
+            bump(&mut self.totals, key.full(""), val, -1);
         }
-        for run in &src.runs {
-            self.running.remove(&(source, run.clone()));
-            if let Some(r) = self.runs.remove(&(source, run.clone())) {
-                for (key, val) in &r.contribution.0 {
-                    bump(&mut self.totals, full_key(key, &r.loop_label), val, -1);
-                }
+        for (id, r) in src.runs {
+            self.running.remove(&(source, id));
+            for (key, val) in &r.contribution.0 {
+                bump(&mut self.totals, key.full(&r.loop_label), val, -1);
             }
         }
     }
@@ -469,35 +506,34 @@ impl MetricState {
         });
     }
 
-    /// The series a log contributes without its runs (events read, findings).
-    pub fn source_series(&self, source: SourceId) -> impl Iterator<Item = (&SeriesKey, &Val)> {
+    /// The series a log contributes without its runs (events read, findings), by metric.
+    pub fn source_series(&self, source: SourceId) -> impl Iterator<Item = (Metric, &Val)> {
         self.sources
             .get(source)
             .and_then(Option::as_ref)
             .into_iter()
-            .flat_map(|s| s.contribution.0.iter())
+            .flat_map(|s| s.contribution.0.iter().map(|(k, v)| (k.metric, v)))
     }
 
     pub fn source_name(&self, source: SourceId) -> Option<&str> {
         self.sources.get(source)?.as_ref().map(|s| s.name.as_str())
     }
 
-    fn bump_source(&mut self, source: SourceId, key: SeriesKey, d: Delta) {
+    fn bump_source(&mut self, source: SourceId, key: Key, d: Delta) {
         let Some(Some(src)) = self.sources.get_mut(source) else {
             return;
         };
-        let v = d.val(key.0);
-        if self.alone {
-            return bump(&mut src.contribution.0, key, &v, 1);
+        let m = key.metric;
+        if !self.alone {
+            bump_delta(&mut self.totals, key.full(""), d, m);
         }
-        bump(&mut src.contribution.0, key.clone(), &v, 1);
-        bump(&mut self.totals, key, &v, 1);
+        bump_delta(&mut src.contribution.0, key, d, m);
     }
 
     /// Counts a finding about a log (a damaged line, a torn tail, ...); `sign` -1 takes it back
     /// (a torn tail that its writer completed).
     pub fn finding(&mut self, source: SourceId, kind: FindingKind, sign: i64) {
-        let key = (Metric::LogFindings, vec![finding_label(kind).to_string()]);
+        let key = Key::one(Metric::LogFindings, Label::Static(finding_label(kind)));
         self.bump_source(source, key, Delta::Count(sign));
     }
 
@@ -506,27 +542,24 @@ impl MetricState {
         let Some(Some(src)) = self.sources.get_mut(source) else {
             return;
         };
-        let run_id = ev.run_id.as_deref().unwrap_or(&src.name);
-        if !src.runs.contains(run_id) {
-            src.runs.insert(run_id.to_string());
-        }
-        let key = (source, run_id.to_string());
+        // Out of `self` while it folds (no remove and insert per event); nothing below reads
+        // the log's runs or name through `self`.
+        let mut runs = std::mem::take(&mut src.runs);
         let name = std::mem::take(&mut src.name);
+        let run_id = ev.run_id.as_deref().unwrap_or(&name);
         self.bump_source(
             source,
-            (
+            Key::two(
                 Metric::Events,
-                vec![ev.dialect.name().into(), event_label(ev).into()],
+                Label::Static(ev.dialect.name()),
+                Label::Static(event_label(ev)),
             ),
             Delta::Count(1),
         );
-        // Out of `self` while it folds (no remove and insert per event); nothing below reads
-        // `self.runs`.
-        let mut runs = std::mem::take(&mut self.runs);
-        let run = match runs.get_mut(&key) {
-            Some(r) => r,
+        let was_running = match runs.get(run_id) {
+            Some(r) => r.state.status == Status::Running,
             None => {
-                let state = RunState::new(&key.1);
+                let state = RunState::new(run_id);
                 let raw = loop_label(&state, &name);
                 let mut r = RunMetrics {
                     loop_label: self.admit_loop(raw.clone()),
@@ -535,43 +568,48 @@ impl MetricState {
                     contribution: Contribution::default(),
                     live: Some(Box::default()),
                 };
-                self.add(&mut r, (Metric::RunsStarted, vec![]), Delta::Count(1));
+                self.add(&mut r, Key::new(Metric::RunsStarted), Delta::Count(1));
                 self.add(&mut r, runs_key(Status::Running), Delta::Count(1));
-                runs.entry(key.clone()).or_insert(r)
+                runs.insert(run_id.to_string(), Box::new(r));
+                false
             }
         };
-        let step = seq_step(run.state.events, run.state.last_seq, ev.seq);
-        if let Some((kind, _)) = &step.finding {
-            self.finding(source, *kind, 1);
-        }
-        if !step.duplicate {
-            if ev.kind == Kind::RunStarted && run.state.loop_started {
-                // A restart (a run is counted once when it first appears, whatever its first
-                // event; a later first `run_started` is that same start).
-                self.add(run, (Metric::RunsStarted, vec![]), Delta::Count(1));
+        if let Some(run) = runs.get_mut(run_id) {
+            let step = seq_step(run.state.events, run.state.last_seq, ev.seq);
+            if let Some((kind, _)) = &step.finding {
+                self.finding(source, *kind, 1);
             }
-            self.fold(run, ev, step.keep, &name);
-        }
-        let running = run.state.status == Status::Running;
-        self.runs = runs;
-        if running != self.running.contains(&key) {
-            if running {
-                self.running.insert(key);
-            } else {
-                self.running.remove(&key);
+            if !step.duplicate {
+                if ev.kind == Kind::RunStarted && run.state.loop_started {
+                    // A restart (a run is counted once when it first appears, whatever its
+                    // first event; a later first `run_started` is that same start).
+                    self.add(run, Key::new(Metric::RunsStarted), Delta::Count(1));
+                }
+                self.fold(run, ev, step.keep, &name);
+            }
+            // `running` holds the runs whose status is running after their last event.
+            let running = run.state.status == Status::Running;
+            if running != was_running {
+                let key = (source, run_id.to_string());
+                if running {
+                    self.running.insert(key);
+                } else {
+                    self.running.remove(&key);
+                }
             }
         }
         if let Some(Some(src)) = self.sources.get_mut(source) {
             src.name = name;
+            src.runs = runs;
         }
     }
 
-    fn add(&mut self, run: &mut RunMetrics, key: SeriesKey, d: Delta) {
-        let v = d.val(key.0);
+    fn add(&mut self, run: &mut RunMetrics, key: Key, d: Delta) {
+        let m = key.metric;
         if !self.alone {
-            bump(&mut self.totals, full_key(&key, &run.loop_label), &v, 1);
+            bump_delta(&mut self.totals, key.full(&run.loop_label), d, m);
         }
-        bump(&mut run.contribution.0, key, &v, 1);
+        bump_delta(&mut run.contribution.0, key, d, m);
     }
 
     fn fold(&mut self, run: &mut RunMetrics, ev: &Event<'_>, keep_seq: Option<u64>, source: &str) {
@@ -593,26 +631,29 @@ impl MetricState {
         }
         // Admitted again only when what the label is made of changed (admission is monotonic).
         let raw = loop_label_ref(&run.state, source);
-        let label = if raw == run.raw_label {
-            run.loop_label.clone()
-        } else {
+        if raw != run.raw_label {
             run.raw_label = raw.to_string();
-            self.admit_loop(run.raw_label.clone())
-        };
-        if label != run.loop_label && !self.alone {
-            for (key, val) in &run.contribution.0 {
-                bump(&mut self.totals, full_key(key, &run.loop_label), val, -1);
-                bump(&mut self.totals, full_key(key, &label), val, 1);
+            let label = self.admit_loop(run.raw_label.clone());
+            if label != run.loop_label
+                && let Some(l) = live.as_deref_mut()
+            {
+                l.admitted.clear();
             }
+            if label != run.loop_label && !self.alone {
+                for (key, val) in &run.contribution.0 {
+                    bump(&mut self.totals, key.full(&run.loop_label), val, -1);
+                    bump(&mut self.totals, key.full(&label), val, 1);
+                }
+            }
+            run.loop_label = label;
         }
-        run.loop_label = label;
 
         let f = &ev.facts;
         for (ty, n) in [("input", f.tokens_in), ("output", f.tokens_out)] {
             if let Some(n) = n.filter(|n| *n > 0) {
                 self.add(
                     run,
-                    (Metric::Tokens, vec![ty.into()]),
+                    Key::one(Metric::Tokens, Label::Static(ty)),
                     Delta::Count(n as i64),
                 );
             }
@@ -623,14 +664,14 @@ impl MetricState {
                 if n > 0 {
                     self.add(
                         run,
-                        (Metric::Tokens, vec![ty.into()]),
+                        Key::one(Metric::Tokens, Label::Static(ty)),
                         Delta::Count(n as i64),
                     );
                 }
             }
             if let Some(c) = cost {
                 let nano = (c * 1e9).round() as i64;
-                self.add(run, (Metric::Cost, vec![]), Delta::Count(nano));
+                self.add(run, Key::new(Metric::Cost), Delta::Count(nano));
             }
         }
         if let Some(l) = live.as_deref_mut() {
@@ -649,163 +690,12 @@ impl MetricState {
         }
     }
 
-    /// What a running run's trace adds after an event: phases, evaluations, retries, verdicts.
-    fn observe_live(&mut self, run: &mut RunMetrics, l: &mut Live, ev: &Event<'_>, ending: bool) {
-        self.observe_phases(run, l, ev, ending);
-        while l.evaluations_seen < l.trace.evaluations.len() {
-            let e = &l.trace.evaluations[l.evaluations_seen];
-            let result = match e.passed {
-                Some(true) => "pass",
-                Some(false) => "fail",
-                None => "unknown",
-            };
-            let score = e.score.filter(|s| s.is_finite());
-            l.evaluations_seen += 1;
-            self.add(
-                run,
-                (Metric::Evaluations, vec![result.into()]),
-                Delta::Count(1),
-            );
-            if let Some(s) = score {
-                let micro = (s * 1e6).round() as i64;
-                self.add(
-                    run,
-                    (Metric::EvaluationScore, vec![]),
-                    Delta::Observe(micro, 1),
-                );
-            }
-        }
-        while l.retries_seen < l.trace.retries.len() {
-            let phase = l.trace.retries[l.retries_seen]
-                .at
-                .phase
-                .clone()
-                .unwrap_or_else(|| "unknown".into());
-            l.retries_seen += 1;
-            let phase = self.admit_phase(&run.loop_label, &phase);
-            self.add(run, (Metric::PhaseRetries, vec![phase]), Delta::Count(1));
-        }
-        // Assessed at each evaluation and at the end (each assessment reads the whole trace:
-        // not at every phase).
-        if matches!(
-            ev.kind,
-            Kind::EvaluationDone | Kind::Stopped | Kind::Failed | Kind::SessionEnded
-        ) {
-            // No clock: the stalled detector needs one, and is left to the live-run gauges.
-            let verdict = stagnation::assess(
-                &l.trace,
-                &self.options.stagnation,
-                None,
-                loopctl_core::analysis::liveness::Liveness::Unknown,
-            );
-            for f in verdict.triggered() {
-                if l.detectors.insert(f.detector) {
-                    let key = (
-                        Metric::StagnationVerdicts,
-                        vec![f.detector.name().to_string()],
-                    );
-                    self.add(run, key, Delta::Count(1));
-                }
-            }
-        }
-    }
-
-    fn finished(&mut self, run: &mut RunMetrics) {
-        let s = &run.state;
-        let status = s.status.as_str().to_string();
-        let reason = exit_reason_label(s).to_string();
-        let iterations = s.iterations_completed as i64;
-        let duration = match (s.created_at, s.updated_at) {
-            (Some(a), Some(b)) => Some(b.0.saturating_sub(a.0).max(0)),
-            _ => None,
-        };
-        self.add(
-            run,
-            (Metric::RunsFinished, vec![status.clone(), reason]),
-            Delta::Count(1),
-        );
-        self.add(
-            run,
-            (Metric::RunIterations, vec![status.clone()]),
-            Delta::Observe(iterations, 1),
-        );
-        if let Some(ms) = duration {
-            self.add(
-                run,
-                (Metric::RunDuration, vec![status]),
-                Delta::Observe(ms, 1),
-            );
-        }
-    }
-
-    /// Observes finished explicit attempts once each; while the log has none, the derived
-    /// aif-loop steps instead (the last one again each time it grows).
-    fn observe_phases(&mut self, run: &mut RunMetrics, l: &mut Live, ev: &Event<'_>, ending: bool) {
-        if l.trace.attempts.is_empty() {
-            // A derived step is observed once it is over (its last event is known): a later
-            // step began, or the run ended. Observing it at each event as it grows would take
-            // it back and add it again every time.
-            let steps = l.trace.steps.len();
-            let over = if ending {
-                steps
-            } else {
-                steps.saturating_sub(1)
-            };
-            for i in l.steps_seen..over {
-                if let Some(o) = attempt_obs(&l.trace.steps[i]) {
-                    self.phase_obs(run, &o, 1);
-                }
-            }
-            l.steps_seen = l.steps_seen.max(over);
-            return;
-        }
-        if l.steps_seen > 0 {
-            // Explicit attempts win over derived steps (`Trace::phases`): take the steps back
-            // (an observed step no longer changes).
-            for i in 0..l.steps_seen {
-                if let Some(o) = attempt_obs(&l.trace.steps[i]) {
-                    self.phase_obs(run, &o, -1);
-                }
-            }
-            l.steps_seen = 0;
-        }
-        if ev.kind != Kind::PhaseFinished {
-            return;
-        }
-        let mut obs = Vec::new();
-        for (i, a) in l.trace.attempts.iter().enumerate().skip(l.attempts_seen) {
-            if a.finished && !l.finished_beyond.contains(&i) {
-                obs.extend(attempt_obs(a));
-                l.finished_beyond.insert(i);
-            }
-        }
-        while l.finished_beyond.remove(&l.attempts_seen) {
-            l.attempts_seen += 1;
-        }
-        for o in obs {
-            self.phase_obs(run, &o, 1);
-        }
-    }
-
-    fn phase_obs(&mut self, run: &mut RunMetrics, o: &PhaseObs, sign: i64) {
-        let phase = self.admit_phase(&run.loop_label, &o.0);
-        self.add(
-            run,
-            (Metric::Phases, vec![phase.clone(), o.3.clone()]),
-            Delta::Count(sign),
-        );
-        if let Some(ms) = o.2 {
-            self.add(
-                run,
-                (Metric::PhaseDuration, vec![phase, o.1.clone()]),
-                Delta::Observe(ms, sign),
-            );
-        }
-    }
-
     /// The runs, for `/api/runs` and the live-run gauges.
     pub fn runs(&self) -> impl Iterator<Item = (SourceId, &RunMetrics)> {
-        self.runs.iter().map(|((s, _), r)| (*s, r))
+        let sources = self.sources.iter().enumerate();
+        sources
+            .filter_map(|(i, s)| Some((i, s.as_ref()?)))
+            .flat_map(|(i, s)| s.runs.values().map(move |r| (i, &**r)))
     }
 
     /// Every series with a value, sorted by metric and labels (with `loop` first where the
@@ -828,9 +718,10 @@ impl MetricState {
 
     /// The runs whose log says running (O(running runs), for the live-run gauges).
     pub fn running_runs(&self) -> impl Iterator<Item = (SourceId, &RunMetrics)> {
-        self.running
-            .iter()
-            .filter_map(|k| self.runs.get(k).map(|r| (k.0, r)))
+        self.running.iter().filter_map(|k| {
+            let src = self.sources.get(k.0)?.as_ref()?;
+            src.runs.get(&k.1).map(|r| (k.0, &**r))
+        })
     }
 
     /// Loops with at least one run, for the `loopctl_runs` zeros.
@@ -844,31 +735,6 @@ impl MetricState {
     }
 }
 
-/// (phase, kind, duration ms, stop reason) of a finished attempt or step.
-type PhaseObs = (String, String, Option<i64>, String);
-
-fn attempt_obs(a: &Attempt) -> Option<PhaseObs> {
-    a.finished.then(|| {
-        (
-            a.name.to_string(),
-            kind_label(a),
-            a.duration_ms.and_then(|d| i64::try_from(d).ok()),
-            stop_reason_label(a),
-        )
-    })
-}
-
-fn runs_key(s: Status) -> SeriesKey {
-    (Metric::Runs, vec![s.as_str().to_string()])
-}
-
-pub(super) fn full_key(key: &SeriesKey, loop_label: &str) -> SeriesKey {
-    if key.0.has_loop() {
-        let mut labels = Vec::with_capacity(key.1.len() + 1);
-        labels.push(loop_label.to_string());
-        labels.extend(key.1.iter().cloned());
-        (key.0, labels)
-    } else {
-        key.clone()
-    }
+fn runs_key(s: Status) -> Key {
+    Key::one(Metric::Runs, Label::Static(s.as_str()))
 }

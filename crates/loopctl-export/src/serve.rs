@@ -26,7 +26,7 @@ use loopctl_store::read::ReadOptions;
 use crate::encode::{self, OPENMETRICS_CONTENT_TYPE, Shared, TEXT_CONTENT_TYPE};
 use crate::feed::{Damage, Feed};
 use crate::model::{Metric, MetricState, Options, SourceId, Val};
-use crate::textfile::{BATCH, ExportError, LogRef, absorb, fold_logs, logs};
+use crate::textfile::{ExportError, LogRef, absorb, fold_logs_batched, logs};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
 /// Largest request head (request line and headers) accepted.
@@ -164,11 +164,6 @@ fn follow(
     ui: &dyn Ui,
 ) -> Result<(), ServeError> {
     let mut follower = Follower::new(cfg.poll);
-    for r in &cfg.roots {
-        if r.is_dir() {
-            follower.watch(r);
-        }
-    }
     // Follower source index -> (log, feed).
     let mut feeds: Vec<Option<(LogRef, Feed)>> = Vec::new();
     let mut known: HashMap<PathBuf, usize> = HashMap::new();
@@ -179,24 +174,26 @@ fn follow(
         threads: cfg.threads.max(1),
         ..ReadOptions::default()
     };
-    let mut done = 0;
-    for batch in initial.chunks(BATCH) {
+    // The logs to follow, from where the replay left them.
+    let mut replayed = Vec::with_capacity(initial.len());
+    let mut stopped = false;
+    // Each batch is absorbed while the next one is folded; folded without the lock (the
+    // server answers 503 until the replay is done).
+    fold_logs_batched(&initial, &cfg.options, &read, |start, folded| {
         if stop.load(Ordering::SeqCst) {
-            return Ok(());
+            stopped = true;
+            return false;
         }
-        // Folded without the lock (the server answers 503 until the replay is done).
-        let folded = fold_logs(batch, &cfg.options, &read);
+        let n = folded.len();
         let mut m = lock();
-        for (log, f) in batch.iter().zip(folded) {
+        for (log, f) in initial[start..].iter().zip(folded) {
             let read = absorb(&mut m, log, f, &mut |d| {
                 ui.notice(&damage_text(&log.log, &d))
             });
             match read {
                 Ok((source, feed)) => {
-                    let at = follower.add(&log.log, Start::At(feed.next_offset));
                     track(http, source, log);
-                    known.insert(log.log.clone(), at);
-                    set(&mut feeds, at, (log.clone(), feed));
+                    replayed.push((log, feed));
                 }
                 // Deleted between the scan and the read: the next scan decides.
                 Err(e) => ui.notice(&format!("{e}; skipped")),
@@ -204,10 +201,30 @@ fn follow(
         }
         report_folds(&mut m, ui);
         drop(m);
-        done += batch.len();
-        ui.progress(done, total);
+        ui.progress(start + n, total);
+        true
+    });
+    if stopped {
+        return Ok(());
     }
     http.ready.store(true, Ordering::SeqCst);
+    // The replay is done and scrapes see all of it; the follower is set up now, before the
+    // first look at the logs: each is followed from where the replay left it, so a line
+    // appended meanwhile is read at the first poll. The folders are watched last: a watch set
+    // up before would be told of every file the replay and this opening read.
+    for (log, feed) in replayed {
+        let at = follower.add_unwatched(&log.log, Start::At(feed.next_offset));
+        known.insert(log.log.clone(), at);
+        set(&mut feeds, at, (log.clone(), feed));
+    }
+    for r in &cfg.roots {
+        if r.is_dir() {
+            follower.watch(r);
+        }
+    }
+    for log in known.keys() {
+        follower.watch_folder_of(log);
+    }
     let mut last_scan = Instant::now();
     while !stop.load(Ordering::SeqCst) {
         let mut items = Vec::new();
@@ -562,7 +579,7 @@ fn runs_json(http: &Http) -> Vec<u8> {
 
 fn source_findings(m: &MetricState, source: SourceId) -> u64 {
     m.source_series(source)
-        .filter(|(k, _)| k.0 == Metric::LogFindings)
+        .filter(|(m, _)| *m == Metric::LogFindings)
         .map(|(_, v)| match v {
             Val::Count(n) => (*n).max(0) as u64,
             Val::Hist(_) => 0,

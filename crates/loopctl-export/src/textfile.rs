@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use loopctl_store::discover::{self, LOG_NAME, RunRef};
-use loopctl_store::fold::fold_runs;
+use loopctl_store::fold::{fold_runs, fold_runs_batched};
 use loopctl_store::read::{ReadOptions, for_each_piece};
 
 use crate::encode;
@@ -116,6 +116,34 @@ pub fn fold_logs(
     .collect()
 }
 
+/// `fold_logs` a batch at a time (`BATCH`), the next batch folded while `take` is handed one
+/// (with the index of its first log). `take` returns false to stop.
+pub fn fold_logs_batched(
+    logs: &[LogRef],
+    options: &Options,
+    read: &ReadOptions,
+    mut take: impl FnMut(usize, Vec<Result<LogFold, ExportError>>) -> bool,
+) {
+    let runs: Vec<RunRef> = logs.iter().map(|l| RunRef::file(&l.log)).collect();
+    let names: std::collections::HashMap<&Path, &str> = logs
+        .iter()
+        .map(|l| (l.log.as_path(), l.name.as_str()))
+        .collect();
+    let make = |r: &RunRef| {
+        let name = names.get(r.log.as_path()).copied().unwrap_or(&r.name);
+        LogFold::new(options, name, read.max_line)
+    };
+    fold_runs_batched(&runs, BATCH, read, make, |start, folded| {
+        take(
+            start,
+            folded
+                .into_iter()
+                .map(|r| r.map_err(ExportError::from))
+                .collect(),
+        )
+    });
+}
+
 /// Takes `log`, folded alone, into `m` as a new source; its damaged lines go to `report`. When
 /// the label caps would bind (`MetricState::absorb`), the log is read again line by line into
 /// `m`, as one sequential fold would have read it. Returns the source and its feed.
@@ -162,13 +190,21 @@ pub fn replay_with(
     read: &ReadOptions,
     report: &mut impl FnMut(&LogRef, Damage),
 ) -> Result<MetricState, ExportError> {
-    let mut m = MetricState::new(options);
-    for batch in logs.chunks(BATCH) {
-        for (log, folded) in batch.iter().zip(fold_logs(batch, &m.options, read)) {
-            absorb(&mut m, log, folded, &mut |d| report(log, d))?;
+    let mut m = MetricState::new(options.clone());
+    let mut failed = None;
+    fold_logs_batched(logs, &options, read, |start, folded| {
+        for (log, f) in logs[start..].iter().zip(folded) {
+            if let Err(e) = absorb(&mut m, log, f, &mut |d| report(log, d)) {
+                failed = Some(e);
+                return false;
+            }
         }
+        true
+    });
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(m),
     }
-    Ok(m)
 }
 
 /// Replays every log into a new model one after another on this thread (`read_log`): the

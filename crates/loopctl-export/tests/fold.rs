@@ -554,6 +554,50 @@ fn an_ended_run_drops_its_trace_and_a_resumed_one_counts_from_a_fresh_one() {
 }
 
 #[test]
+fn a_phase_is_admitted_again_under_a_runs_new_loop_label() {
+    let mut m = MetricState::new(Options {
+        max_phases: 1,
+        ..Options::default()
+    });
+    let s = m.add_source("folder");
+    let finished = r#"{"stop_reason":"end_turn"}"#;
+    let lines = [
+        // `billing` keeps its one phase, `test`.
+        native(1, "billing-20260101-000001", "phase_started", "test", "{}"),
+        native(
+            2,
+            "billing-20260101-000001",
+            "phase_finished",
+            "test",
+            finished,
+        ),
+        // A bare id: filed under the folder, where `build` is kept...
+        native(1, "9f8e7d", "phase_started", "build", "{}"),
+        native(2, "9f8e7d", "phase_finished", "build", finished),
+        // ...until the run names its alias: `build` is not one of billing's phases.
+        native(
+            3,
+            "9f8e7d",
+            "run_started",
+            "",
+            r#"{"task_alias":"billing"}"#,
+        ),
+        native(4, "9f8e7d", "phase_started", "build", "{}"),
+        native(5, "9f8e7d", "phase_finished", "build", finished),
+    ];
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    apply_lines(&mut m, s, &refs);
+    assert_eq!(
+        count(&m, Metric::Phases, &["billing", "other", "end_turn"]),
+        1.0
+    );
+    assert_eq!(
+        count(&m, Metric::Phases, &["billing", "test", "end_turn"]),
+        1.0
+    );
+}
+
+#[test]
 fn loops_and_phases_beyond_the_caps_fold_into_other_and_are_named_once() {
     let options = Options {
         max_loops: 2,

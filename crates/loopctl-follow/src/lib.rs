@@ -137,8 +137,17 @@ impl Follower {
         }
     }
 
-    /// Adds a file; returns its source index.
+    /// Adds a file and watches its folder; returns its source index.
     pub fn add(&mut self, path: &Path, start: Start) -> usize {
+        let i = self.add_unwatched(path, start);
+        self.watch_folder_of(path);
+        i
+    }
+
+    /// Adds a file without watching its folder (`watch_folder_of` later): a caller adding
+    /// thousands of files watches once they are open, so that opening and reading them raises
+    /// no notifications for the watcher to handle. Returns its source index.
+    pub fn add_unwatched(&mut self, path: &Path, start: Start) -> usize {
         let mut s = Source {
             path: path.to_path_buf(),
             file: None,
@@ -167,6 +176,12 @@ impl Follower {
                 s.mark = mark_before(f, s.offset).unwrap_or_default();
             }
         }
+        self.sources.push(s);
+        self.sources.len() - 1
+    }
+
+    /// Watches the folder holding `path` (nothing new when a watched folder holds it).
+    pub fn watch_folder_of(&mut self, path: &Path) {
         if let Some(dir) = path.parent() {
             let dir = if dir.as_os_str().is_empty() {
                 Path::new(".")
@@ -175,8 +190,6 @@ impl Follower {
             };
             self.watch(dir);
         }
-        self.sources.push(s);
-        self.sources.len() - 1
     }
 
     pub fn live_sources(&self) -> usize {
@@ -449,6 +462,27 @@ mod tests {
                 "cut at {cut}"
             );
         }
+    }
+
+    #[test]
+    fn a_file_added_unwatched_is_followed_from_its_offset_and_watched_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run-1");
+        std::fs::create_dir(&run).unwrap();
+        let p = run.join("h.jsonl");
+        std::fs::write(&p, b"old\n").unwrap();
+        let mut f = Follower::new(Duration::from_millis(10));
+        f.add_unwatched(&p, Start::At(4));
+        assert!(f.watched.is_empty(), "{:?}", f.watched);
+        // Appended before the folder is watched: read all the same, at the first poll.
+        let mut w = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        w.write_all(b"new\n").unwrap();
+        f.watch(dir.path());
+        f.watch_folder_of(&p);
+        if f.watcher.is_some() {
+            assert_eq!(f.watched.iter().collect::<Vec<_>>(), [dir.path()]);
+        }
+        assert_eq!(lines(&mut f), ["new"]);
     }
 
     #[test]

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::liveness::Liveness;
 use crate::analysis::measures::{duration, score};
 use crate::decode::timestamp::Ts;
-use crate::fold::trace::{Attempt, Evaluation, Trace};
+use std::sync::Arc;
+
+use crate::fold::trace::{Attempt, Evaluation, Name, Trace};
 
 /// Scores are decimals stored as binary floats: 0.80 -> 0.82 must count as a gain of 0.02.
 const EPS: f64 = 1e-9;
@@ -183,6 +185,32 @@ pub fn assess(trace: &Trace, cfg: &Config, now: Option<Ts>, runner: Liveness) ->
     }
 }
 
+/// The detectors `assess` would find triggered, in `Detector::ALL` order, without writing
+/// their summaries and evidence: what a caller that only counts verdicts needs (the metric
+/// fold asks after every evaluation of every run).
+pub fn triggered(trace: &Trace, cfg: &Config, now: Option<Ts>, runner: Liveness) -> Vec<Detector> {
+    let mut out = Vec::new();
+    if score_streak(trace, cfg).len() as u64 >= cfg.limit.max(1) {
+        out.push(Detector::Score);
+    }
+    let (rules, _, worst) = failure_streaks(trace, cfg);
+    if rules.len() >= cfg.repeat.max(1) as usize || worst.is_some() {
+        out.push(Detector::RepeatedFailure);
+    }
+    if no_change_streak(trace)
+        .is_some_and(|(_, streak)| streak.len() >= cfg.no_change.max(1) as usize)
+    {
+        out.push(Detector::NoChange);
+    }
+    if oscillation_window(trace, cfg).is_ok_and(|o| o.triggered) {
+        out.push(Detector::Oscillation);
+    }
+    if stalled(trace, cfg, now, runner).triggered {
+        out.push(Detector::Stalled);
+    }
+    out
+}
+
 fn scores_text(evs: &[&Evaluation]) -> String {
     evs.iter()
         .map(|e| {
@@ -317,31 +345,50 @@ fn hex_runs(w: &str) -> String {
     out
 }
 
-fn repeated_failure(trace: &Trace, cfg: &Config) -> Finding {
-    let repeat = cfg.repeat.max(1) as usize;
-    // Failed rule sets: the trailing run of evaluations that fail the same non-empty set.
-    let mut streak: Vec<&Evaluation> = Vec::new();
-    let mut set: Vec<String> = Vec::new();
-    for e in &trace.evaluations {
-        let mut ids = e.failed.clone().unwrap_or_default();
-        ids.sort();
-        ids.dedup();
-        if ids.is_empty() {
-            streak.clear();
-            set.clear();
-        } else if ids == set {
-            streak.push(e);
-        } else {
-            streak = vec![e];
-            set = ids;
-        }
+/// An evaluation's failed rule ids, sorted, once each.
+fn rule_set(e: &Evaluation) -> Vec<&str> {
+    let mut ids: Vec<&str> = e.failed.iter().flatten().map(String::as_str).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// The trailing run of evaluations that fail the same non-empty set of rules, and that set.
+/// Read from the end: only the run and the evaluation before it are looked at (the detector
+/// is asked after every evaluation).
+pub(crate) fn failed_rules_streak(evs: &[Evaluation]) -> (Vec<&Evaluation>, Vec<String>) {
+    let Some(last) = evs.last() else {
+        return (Vec::new(), Vec::new());
+    };
+    let set = rule_set(last);
+    if set.is_empty() {
+        return (Vec::new(), Vec::new());
     }
+    let same = evs.iter().rev().take_while(|e| rule_set(e) == set).count();
+    let streak = evs[evs.len() - same..].iter().collect();
+    (streak, set.into_iter().map(str::to_string).collect())
+}
+
+/// The trailing run of evaluations failing the same rules (and that set), and the longest
+/// trailing run of one phase's failed attempts with the same error (at least `repeat`), with
+/// its normalised error.
+type FailureStreaks<'t> = (
+    Vec<&'t Evaluation>,
+    Vec<String>,
+    Option<(Vec<&'t Attempt>, String)>,
+);
+
+fn failure_streaks<'t>(trace: &'t Trace, cfg: &Config) -> FailureStreaks<'t> {
+    let repeat = cfg.repeat.max(1) as usize;
+    let (streak, set) = failed_rules_streak(&trace.evaluations);
     // Errors: per phase, the trailing run of failed attempts with the same normalised error.
     // One pass over the attempts (a long run has hundreds of thousands), phases in order of
     // first appearance: (name, run, key).
-    let mut per: Vec<(&str, Vec<&Attempt>, String)> = Vec::new();
+    // A run's attempts share one `Name` per phase: compared by pointer first.
+    let mut per: Vec<(&Name, Vec<&Attempt>, String)> = Vec::new();
     for a in trace.phases() {
-        let i = match per.iter().position(|(n, ..)| **n == *a.name) {
+        let same = |n: &Name| Arc::ptr_eq(n, &a.name) || **n == *a.name;
+        let i = match per.iter().position(|(n, ..)| same(n)) {
             Some(i) => i,
             None => {
                 per.push((&a.name, Vec::new(), String::new()));
@@ -374,6 +421,12 @@ fn repeated_failure(trace: &Trace, cfg: &Config) -> Finding {
             worst = Some((run, key));
         }
     }
+    (streak, set, worst)
+}
+
+fn repeated_failure(trace: &Trace, cfg: &Config) -> Finding {
+    let repeat = cfg.repeat.max(1) as usize;
+    let (streak, set, worst) = failure_streaks(trace, cfg);
     let rules_hit = streak.len() >= repeat;
     let mut parts = Vec::new();
     let mut f = Finding::new(Detector::RepeatedFailure, false, String::new());
@@ -416,7 +469,12 @@ fn repeated_failure(trace: &Trace, cfg: &Config) -> Finding {
     f
 }
 
-fn no_change(trace: &Trace, cfg: &Config) -> Finding {
+/// Iterations compared, and the trailing run of iterations that left the commit and work tree
+/// as they found them, each with its seqs.
+type NoChange = (usize, Vec<(u64, Vec<u64>)>);
+
+/// `None` when the log has no git fingerprints.
+fn no_change_streak(trace: &Trace) -> Option<NoChange> {
     let git = |a: &Attempt| {
         let x = a.explicit();
         x.commit_start.is_some()
@@ -425,11 +483,7 @@ fn no_change(trace: &Trace, cfg: &Config) -> Finding {
             || x.worktree_end.is_some()
     };
     if !trace.phases().iter().any(git) {
-        return Finding::not_applicable(
-            Detector::NoChange,
-            "does not apply: the log has no git commit or work tree fingerprints on phase events"
-                .into(),
-        );
+        return None;
     }
     // Loop iterations in order of first appearance, each with its attempts (pre and post phases
     // are not iterations); grouped in one pass, as a run can have tens of thousands.
@@ -481,6 +535,17 @@ fn no_change(trace: &Trace, cfg: &Config) -> Finding {
             streak.clear();
         }
     }
+    Some((compared, streak))
+}
+
+fn no_change(trace: &Trace, cfg: &Config) -> Finding {
+    let Some((compared, streak)) = no_change_streak(trace) else {
+        return Finding::not_applicable(
+            Detector::NoChange,
+            "does not apply: the log has no git commit or work tree fingerprints on phase events"
+                .into(),
+        );
+    };
     let need = cfg.no_change.max(1) as usize;
     let triggered = streak.len() >= need;
     let summary = if triggered {
@@ -507,18 +572,22 @@ fn no_change(trace: &Trace, cfg: &Config) -> Finding {
     f
 }
 
-fn oscillation(trace: &Trace, cfg: &Config) -> Finding {
-    let all: Vec<&Evaluation> = trace.scored().collect();
-    let w = cfg.oscillation_window.min(all.len());
-    let window = &all[all.len() - w..];
+/// The oscillation detector's reading of the last scores.
+struct Oscillation<'t> {
+    window: Vec<&'t Evaluation>,
+    turns: usize,
+    net: f64,
+    flat: bool,
+    triggered: bool,
+}
+
+/// `Err(n)`: the window holds `n` scores, fewer than the 4 the detector needs.
+fn oscillation_window<'t>(trace: &'t Trace, cfg: &Config) -> Result<Oscillation<'t>, usize> {
+    let mut window: Vec<&Evaluation> = trace.scored().collect();
+    let w = cfg.oscillation_window.min(window.len());
+    window.drain(..window.len() - w);
     if window.len() < 4 {
-        return Finding::not_applicable(
-            Detector::Oscillation,
-            format!(
-                "needs at least 4 scores in the window, has {}",
-                window.len()
-            ),
-        );
+        return Err(window.len());
     }
     let scores: Vec<f64> = window.iter().map(|e| e.score.unwrap_or(0.0)).collect();
     let mut turns = 0;
@@ -542,6 +611,31 @@ fn oscillation(trace: &Trace, cfg: &Config) -> Finding {
     let net = scores[scores.len() - 1] - scores[0];
     let flat = net.abs() < cfg.min_delta - EPS;
     let triggered = turns >= cfg.oscillation_turns.max(1) && flat;
+    Ok(Oscillation {
+        window,
+        turns,
+        net,
+        flat,
+        triggered,
+    })
+}
+
+fn oscillation(trace: &Trace, cfg: &Config) -> Finding {
+    let Oscillation {
+        window,
+        turns,
+        net,
+        flat,
+        triggered,
+    } = match oscillation_window(trace, cfg) {
+        Ok(o) => o,
+        Err(n) => {
+            return Finding::not_applicable(
+                Detector::Oscillation,
+                format!("needs at least 4 scores in the window, has {n}"),
+            );
+        }
+    };
     let summary = format!(
         "{} over the last {} scores: {turns} direction change(s) (limit {}), net change {}{}",
         if triggered {

@@ -3,7 +3,9 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::{MetricState, OTHER};
+use loopctl_core::fold::trace::Name;
+
+use super::{Label, MetricState, OTHER};
 
 /// Folded names reported (each once) before the model stops naming them.
 const MAX_NAMED: usize = 100;
@@ -52,20 +54,25 @@ impl MetricState {
 
     /// `phase` if it is a kept phase of `lp` or there is room for it, else `other`
     /// (`max_phases`).
-    pub(super) fn admit_phase(&mut self, lp: &str, phase: &str) -> String {
+    pub(super) fn admit_phase(&mut self, lp: &str, phase: &Name) -> Label {
         let max = self.options.max_phases;
-        let kept = self.caps.phases.entry(lp.to_string()).or_default();
-        if phase == OTHER || kept.contains(phase) {
-            return phase.to_string();
+        if !self.caps.phases.contains_key(lp) {
+            self.caps.phases.insert(lp.to_string(), HashSet::default());
+        }
+        let Some(kept) = self.caps.phases.get_mut(lp) else {
+            return Label::Static(OTHER);
+        };
+        if **phase == *OTHER || kept.contains(&**phase) {
+            return Label::Name(phase.clone());
         }
         if kept.len() < max {
             kept.insert(phase.to_string());
-            return phase.to_string();
+            return Label::Name(phase.clone());
         }
         let why = format!("loop {lp:?} has more than {max} phases (--max-phases)");
         self.caps
             .fold(format!("phase {phase:?} of loop {lp:?}"), why);
-        OTHER.to_string()
+        Label::Static(OTHER)
     }
 
     /// The `phase` label of `phase` in loop `lp` as it stands (for the live-run gauges).

@@ -49,22 +49,27 @@ pub(super) fn exit_reason_label(s: &RunState) -> &'static str {
     "other"
 }
 
-pub(super) fn stop_reason_label(a: &Attempt) -> String {
+pub(super) fn stop_reason_label(a: &Attempt) -> &'static str {
     match a.explicit().stop_reason.as_deref() {
-        Some(r) if STOP_REASONS.contains(&r) => r.to_string(),
-        Some(_) => "other".into(),
+        Some(r) => STOP_REASONS
+            .iter()
+            .find(|s| **s == r)
+            .copied()
+            .unwrap_or("other"),
         // aif-loop steps and runner attempts that name none: an error, else a normal end.
-        None if a.failed() => "error".into(),
-        None => "end_turn".into(),
+        None if a.failed() => "error",
+        None => "end_turn",
     }
 }
 
-pub(super) fn kind_label(a: &Attempt) -> String {
+pub(super) fn kind_label(a: &Attempt) -> &'static str {
     match a.kind() {
-        Some(k @ ("pre" | "loop" | "post")) => k.to_string(),
-        _ if a.derived => "step".into(),
+        Some("pre") => "pre",
+        Some("loop") => "loop",
+        Some("post") => "post",
+        _ if a.derived => "step",
         // An attempt whose log names no kind: the runner's default kind (a closed label set).
-        _ => "loop".into(),
+        _ => "loop",
     }
 }
 

@@ -4,7 +4,7 @@
 //! caps do not bind (checked: `absorb`). A model folded alone keeps no totals (half the work
 //! of an event): they are the sum of the contributions, added up when it is absorbed.
 
-use super::{MetricState, Options, SourceId, bump, full_key};
+use super::{MetricState, Options, SourceId, bump};
 
 impl MetricState {
     /// A model for one log folded alone: source 0 named `name`, no label caps (they are
@@ -41,30 +41,29 @@ impl MetricState {
     fn merge(&mut self, source: SourceId, other: MetricState) {
         let MetricState {
             sources,
-            runs,
             running,
             caps,
             ..
         } = other;
         self.caps.take_in(caps);
-        if let (Some(Some(src)), Some(Some(dst))) =
+        let (Some(Some(src)), Some(Some(dst))) =
             (sources.into_iter().next(), self.sources.get_mut(source))
-        {
-            dst.runs.extend(src.runs);
-            for (key, val) in src.contribution.0 {
-                if !self.alone {
-                    bump(&mut self.totals, key.clone(), &val, 1);
-                }
-                bump(&mut dst.contribution.0, key, &val, 1);
+        else {
+            return;
+        };
+        for (key, val) in src.contribution.0 {
+            if !self.alone {
+                bump(&mut self.totals, key.full(""), &val, 1);
             }
+            bump(&mut dst.contribution.0, key, &val, 1);
         }
-        for ((_, id), r) in runs {
+        for (id, r) in src.runs {
             if !self.alone {
                 for (key, val) in &r.contribution.0 {
-                    bump(&mut self.totals, full_key(key, &r.loop_label), val, 1);
+                    bump(&mut self.totals, key.full(&r.loop_label), val, 1);
                 }
             }
-            self.runs.insert((source, id), r);
+            dst.runs.insert(id, r);
         }
         self.running
             .extend(running.into_iter().map(|(_, id)| (source, id)));

@@ -217,6 +217,45 @@ pub fn fold_runs<P: Split>(
     })
 }
 
+/// `fold_runs` over `runs` a batch at a time, on one set of threads: while `take` is handed
+/// the folds of one batch on this thread (with the index of its first run; batches in order,
+/// each taken before the next), the next batch is folded. Bounds the folds held at once to two
+/// batches. `take` returns false to stop.
+pub fn fold_runs_batched<P: Split>(
+    runs: &[RunRef],
+    batch: usize,
+    opts: &ReadOptions,
+    make: impl Fn(&RunRef) -> P + Sync + Send,
+    mut take: impl FnMut(usize, Vec<Result<P>>) -> bool,
+) {
+    let batches: Vec<&[RunRef]> = runs.chunks(batch.max(1)).collect();
+    let threads = opts.threads.max(1);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+    // In the pool, `fold_runs` spreads a batch over its threads (no pool built per batch).
+    let fold = |b: &[RunRef]| match &pool {
+        Ok(pool) if threads > 1 => pool.install(|| fold_runs(b, opts, &make)),
+        _ => fold_runs(b, opts, &make),
+    };
+    std::thread::scope(|sc| {
+        let mut next = batches.first().map(|b| fold(b));
+        let mut start = 0;
+        for (i, b) in batches.iter().enumerate() {
+            let Some(folded) = next.take() else { break };
+            let ahead = batches.get(i + 1).map(|b| sc.spawn(|| fold(b)));
+            let go = take(start, folded);
+            next = match ahead.map(|h| h.join()) {
+                Some(Ok(f)) => Some(f),
+                Some(Err(panic)) => std::panic::resume_unwind(panic),
+                None => None,
+            };
+            if !go {
+                return;
+            }
+            start += b.len();
+        }
+    });
+}
+
 /// One log folded by `fold_paths`.
 pub struct Folded<P> {
     pub run: RunRef,

@@ -88,6 +88,67 @@ proptest! {
     }
 }
 
+/// Five run folders of 10, 11, ... 14 events.
+fn five_runs(dir: &Path) -> Vec<RunRef> {
+    let mut runs = Vec::new();
+    for r in 0..5u8 {
+        let folder = dir.join(format!("run{r}"));
+        std::fs::create_dir(&folder).unwrap();
+        let mut bytes = Vec::new();
+        for seq in 0..(10 + u32::from(r)) {
+            bytes.extend(line(8, r, seq));
+            bytes.push(b'\n');
+        }
+        std::fs::write(folder.join("history.jsonl"), &bytes).unwrap();
+        runs.push(RunRef::file(&folder.join("history.jsonl")));
+    }
+    runs
+}
+
+#[test]
+fn batched_folds_come_in_order_a_batch_at_a_time_and_stop_when_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = five_runs(dir.path());
+    for threads in [1, 3] {
+        let opts = ReadOptions {
+            threads,
+            ..ReadOptions::default()
+        };
+        let mut seen = Vec::new();
+        fold_runs_batched(
+            &runs,
+            2,
+            &opts,
+            |r| Replay::new(&r.name),
+            |start, folds| {
+                let events: Vec<u64> = folds
+                    .into_iter()
+                    .flat_map(|f| f.unwrap().finish().runs.into_values().map(|s| s.events))
+                    .collect();
+                seen.push((start, events));
+                true
+            },
+        );
+        assert_eq!(
+            seen,
+            [(0, vec![10, 11]), (2, vec![12, 13]), (4, vec![14])],
+            "{threads} threads"
+        );
+        let mut batches = 0;
+        fold_runs_batched(
+            &runs,
+            2,
+            &opts,
+            |r| Replay::new(&r.name),
+            |_, _| {
+                batches += 1;
+                false
+            },
+        );
+        assert_eq!(batches, 1, "{threads} threads");
+    }
+}
+
 #[test]
 fn fold_runs_gives_each_log_its_own_fold_in_order() {
     let dir = tempfile::tempdir().unwrap();

@@ -380,6 +380,120 @@ proptest::proptest! {
     }
 }
 
+/// `random_line`, plus native phases carrying git fingerprints (for `no_change`).
+fn random_line_git(k: u8, step: u8, it: u8, x: u8, seq: usize) -> String {
+    let phase = ["build", "test"][usize::from(step % 2)];
+    let commit = format!("c{}", x % 2);
+    match k {
+        8 => format!(
+            r#"{{"v":1,"seq":{seq},"run_id":"r","event":"phase_started","iteration":{it},"step":"{phase}","payload":{{"kind":"{}","commit":"{commit}","worktree":"w"}}}}"#,
+            ["loop", "pre", "loop"][usize::from(x % 3)]
+        ),
+        9 => format!(
+            r#"{{"v":1,"seq":{seq},"run_id":"r","event":"phase_finished","iteration":{it},"step":"{phase}","payload":{{"kind":"loop","exit_code":{},"stop_reason":"end_turn","commit":"{commit}","worktree":"w"}}}}"#,
+            x % 2
+        ),
+        _ => random_line(k, step, it, x, seq),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+    /// `triggered` names the detectors `assess` finds triggered, after every line of a run
+    /// (the metric fold asks after each evaluation), whatever the settings.
+    #[test]
+    fn triggered_names_what_assess_finds(
+        lines in proptest::collection::vec((0u8..10, 0u8..3, 0u8..6, 0u8..30), 1..80),
+        limit in 0u64..4,
+        repeat in 0u64..4,
+        no_change in 0u64..3,
+        window in 0usize..8,
+        turns in 0usize..4,
+        never in proptest::bool::ANY,
+        clock in proptest::option::of(0i64..4_000_000),
+    ) {
+        let cfg = Config {
+            limit,
+            repeat,
+            no_change,
+            oscillation_window: window,
+            oscillation_turns: turns,
+            reset: if never { Reset::Never } else { Reset::OnProgress },
+            stalled_after_ms: 60_000,
+            ..Config::default()
+        };
+        let mut log = String::new();
+        for (n, &(k, step, it, x)) in lines.iter().enumerate() {
+            log += &random_line_git(k, step, it, x, n);
+            log.push('\n');
+            for (id, t) in &traces_from_bytes("t", log.as_bytes()) {
+                for runner in [Liveness::Alive, Liveness::Unknown] {
+                    let now = clock.map(|c| Ts(1_767_225_600_000 + c));
+                    let found: Vec<Detector> =
+                        assess(t, &cfg, now, runner).triggered().map(|f| f.detector).collect();
+                    proptest::prop_assert_eq!(
+                        triggered(t, &cfg, now, runner),
+                        found,
+                        "run {} after line {}",
+                        id,
+                        n
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn one_evaluation() -> Evaluation {
+    evals(&[0.5], "").evaluations.remove(0)
+}
+
+/// The failed-rules streak as first written: a forward pass over every evaluation.
+fn failed_rules_streak_forward(evs: &[Evaluation]) -> (Vec<&Evaluation>, Vec<String>) {
+    let mut streak: Vec<&Evaluation> = Vec::new();
+    let mut set: Vec<String> = Vec::new();
+    for e in evs {
+        let mut ids = e.failed.clone().unwrap_or_default();
+        ids.sort();
+        ids.dedup();
+        if ids.is_empty() {
+            streak.clear();
+            set.clear();
+        } else if ids == set {
+            streak.push(e);
+        } else {
+            streak = vec![e];
+            set = ids;
+        }
+    }
+    (streak, set)
+}
+
+proptest::proptest! {
+    /// Read from the end, the streak is the forward pass's.
+    #[test]
+    fn the_failed_rules_streak_read_backwards_is_the_forward_one(
+        sets in proptest::collection::vec(
+            proptest::option::of(proptest::collection::vec(0u8..3, 0..4)),
+            0..12,
+        ),
+    ) {
+        let list: Vec<Evaluation> = sets
+            .iter()
+            .map(|s| {
+                let mut e = one_evaluation();
+                e.failed = s.as_ref().map(|ids| ids.iter().map(|i| format!("R{i}")).collect());
+                e
+            })
+            .collect();
+        let (a, sa) = failed_rules_streak(&list);
+        let (b, sb) = failed_rules_streak_forward(&list);
+        proptest::prop_assert_eq!(sa, sb);
+        proptest::prop_assert_eq!(a.len(), b.len());
+        proptest::prop_assert!(a.iter().zip(&b).all(|(x, y)| std::ptr::eq(*x, *y)));
+    }
+}
+
 #[test]
 fn zero_limits_do_not_panic() {
     let cfg = Config {

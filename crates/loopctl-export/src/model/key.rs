@@ -1,0 +1,167 @@
+//! The keys a run's or a log's contribution is filed under, built without allocating: an event
+//! touches several series, and at start-up every event of every log is folded. Label values
+//! come from closed sets (`&'static str`) or are phase names the trace already holds
+//! (`Arc<str>`, shared). The totals keep plain strings (`SeriesKey`), made once per series
+//! when a contribution is added to them.
+
+use std::hash::{Hash, Hasher};
+
+use loopctl_core::fold::trace::Name;
+
+use super::{Metric, SeriesKey};
+
+/// A label value: compared and hashed by its text, whichever way it is held.
+#[derive(Debug, Clone)]
+pub(super) enum Label {
+    Static(&'static str),
+    Name(Name),
+}
+
+impl Label {
+    pub(super) fn as_str(&self) -> &str {
+        match self {
+            Label::Static(s) => s,
+            Label::Name(n) => n,
+        }
+    }
+}
+
+impl PartialEq for Label {
+    fn eq(&self, other: &Label) -> bool {
+        // Mostly the same text held twice (one constant, one phase name): no byte compare then.
+        let (a, b) = (self.as_str(), other.as_str());
+        a.len() == b.len() && (a.is_empty() || std::ptr::eq(a.as_ptr(), b.as_ptr()) || a == b)
+    }
+}
+
+impl Eq for Label {}
+
+impl Hash for Label {
+    /// The length and the first and last 8 bytes (equal texts hash alike): label values are
+    /// short, and one multiply-add per word beats hashing every byte.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let b = self.as_str().as_bytes();
+        let word = |part: &[u8]| {
+            let mut w = [0u8; 8];
+            w[..part.len()].copy_from_slice(part);
+            u64::from_le_bytes(w)
+        };
+        let n = b.len();
+        state.write_u64(word(&b[..n.min(8)]));
+        state.write_u64(word(&b[n.saturating_sub(8)..]) ^ n as u64);
+    }
+}
+
+const NONE: Label = Label::Static("");
+
+/// A series without its `loop` label: the metric and its other labels in `Metric::labels`
+/// order (unused places empty).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Key {
+    pub(super) metric: Metric,
+    labels: [Label; 2],
+}
+
+impl Key {
+    pub(super) fn new(metric: Metric) -> Key {
+        Key {
+            metric,
+            labels: [NONE, NONE],
+        }
+    }
+
+    pub(super) fn one(metric: Metric, a: Label) -> Key {
+        Key {
+            metric,
+            labels: [a, NONE],
+        }
+    }
+
+    pub(super) fn two(metric: Metric, a: Label, b: Label) -> Key {
+        Key {
+            metric,
+            labels: [a, b],
+        }
+    }
+
+    /// The labels the metric has besides `loop`.
+    fn own(&self) -> &[Label] {
+        let n = self.metric.labels().len() - usize::from(self.metric.has_loop());
+        &self.labels[..n.min(2)]
+    }
+
+    /// The full series: `loop_label` first where the metric has a `loop` label.
+    pub(super) fn full(&self, loop_label: &str) -> SeriesKey {
+        let own = self.own();
+        let mut labels = Vec::with_capacity(own.len() + 1);
+        if self.metric.has_loop() {
+            labels.push(loop_label.to_string());
+        }
+        labels.extend(own.iter().map(|l| l.as_str().to_string()));
+        (self.metric, labels)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn labels_held_either_way_are_one_key() {
+        let a = Key::two(
+            Metric::Phases,
+            Label::Name(Arc::from("PLAN")),
+            Label::Static("end_turn"),
+        );
+        let b = Key::two(
+            Metric::Phases,
+            Label::Static("PLAN"),
+            Label::Name(Arc::from("end_turn")),
+        );
+        assert_eq!(a, b);
+        let set: HashSet<Key> = [a, b].into_iter().collect();
+        assert_eq!(set.len(), 1);
+        let c = Key::two(
+            Metric::Phases,
+            Label::Static("PLAN"),
+            Label::Static("error"),
+        );
+        assert_ne!(set.iter().next(), Some(&c));
+    }
+
+    #[test]
+    fn full_keys_put_the_loop_first_and_only_where_the_metric_has_it() {
+        let k = Key::two(
+            Metric::Phases,
+            Label::Static("PLAN"),
+            Label::Static("end_turn"),
+        );
+        assert_eq!(
+            k.full("aif"),
+            (
+                Metric::Phases,
+                vec!["aif".into(), "PLAN".into(), "end_turn".into()]
+            )
+        );
+        assert_eq!(
+            Key::new(Metric::RunsStarted).full("aif"),
+            (Metric::RunsStarted, vec!["aif".to_string()])
+        );
+        assert_eq!(
+            Key::two(
+                Metric::Events,
+                Label::Static("native"),
+                Label::Static("stopped")
+            )
+            .full("aif"),
+            (Metric::Events, vec!["native".into(), "stopped".into()])
+        );
+        assert_eq!(
+            Key::one(Metric::LogFindings, Label::Static("bad_line")).full(""),
+            (Metric::LogFindings, vec!["bad_line".to_string()])
+        );
+    }
+}

@@ -1,0 +1,198 @@
+//! What a running run's trace adds to its contribution after each event: finished phases
+//! (explicit attempts, or aif-loop's derived steps), evaluations, retries, stagnation
+//! verdicts, and the run's end.
+
+use std::sync::Arc;
+
+use loopctl_core::analysis::stagnation;
+use loopctl_core::fold::trace::{Attempt, Name};
+use loopctl_core::{Event, Kind};
+
+use super::labels::{exit_reason_label, kind_label, stop_reason_label};
+use super::{Delta, Key, Label, Live, Metric, MetricState, RunMetrics};
+
+impl MetricState {
+    /// What a running run's trace adds after an event: phases, evaluations, retries, verdicts.
+    pub(super) fn observe_live(
+        &mut self,
+        run: &mut RunMetrics,
+        l: &mut Live,
+        ev: &Event<'_>,
+        ending: bool,
+    ) {
+        self.observe_phases(run, l, ev, ending);
+        while l.evaluations_seen < l.trace.evaluations.len() {
+            let e = &l.trace.evaluations[l.evaluations_seen];
+            let result = match e.passed {
+                Some(true) => "pass",
+                Some(false) => "fail",
+                None => "unknown",
+            };
+            let score = e.score.filter(|s| s.is_finite());
+            l.evaluations_seen += 1;
+            self.add(
+                run,
+                Key::one(Metric::Evaluations, Label::Static(result)),
+                Delta::Count(1),
+            );
+            if let Some(s) = score {
+                let micro = (s * 1e6).round() as i64;
+                self.add(
+                    run,
+                    Key::new(Metric::EvaluationScore),
+                    Delta::Observe(micro, 1),
+                );
+            }
+        }
+        while l.retries_seen < l.trace.retries.len() {
+            let at = &l.trace.retries[l.retries_seen].at;
+            let phase: Name = Arc::from(at.phase.as_deref().unwrap_or("unknown"));
+            l.retries_seen += 1;
+            let phase = self.admit_phase(&run.loop_label, &phase);
+            self.add(run, Key::one(Metric::PhaseRetries, phase), Delta::Count(1));
+        }
+        // Assessed at each evaluation and at the end (each assessment reads the whole trace:
+        // not at every phase).
+        if matches!(
+            ev.kind,
+            Kind::EvaluationDone | Kind::Stopped | Kind::Failed | Kind::SessionEnded
+        ) {
+            // No clock: the stalled detector needs one, and is left to the live-run gauges.
+            // Which detectors trigger, as `assess` finds them, without its summaries.
+            let triggered = stagnation::triggered(
+                &l.trace,
+                &self.options.stagnation,
+                None,
+                loopctl_core::analysis::liveness::Liveness::Unknown,
+            );
+            for d in triggered {
+                if l.detectors.insert(d) {
+                    let key = Key::one(Metric::StagnationVerdicts, Label::Static(d.name()));
+                    self.add(run, key, Delta::Count(1));
+                }
+            }
+        }
+    }
+
+    pub(super) fn finished(&mut self, run: &mut RunMetrics) {
+        let s = &run.state;
+        let status = Label::Static(s.status.as_str());
+        let reason = Label::Static(exit_reason_label(s));
+        let iterations = s.iterations_completed as i64;
+        let duration = match (s.created_at, s.updated_at) {
+            (Some(a), Some(b)) => Some(b.0.saturating_sub(a.0).max(0)),
+            _ => None,
+        };
+        self.add(
+            run,
+            Key::two(Metric::RunsFinished, status.clone(), reason),
+            Delta::Count(1),
+        );
+        self.add(
+            run,
+            Key::one(Metric::RunIterations, status.clone()),
+            Delta::Observe(iterations, 1),
+        );
+        if let Some(ms) = duration {
+            self.add(
+                run,
+                Key::one(Metric::RunDuration, status),
+                Delta::Observe(ms, 1),
+            );
+        }
+    }
+
+    /// Observes finished explicit attempts once each; while the log has none, the derived
+    /// aif-loop steps instead (the last one again each time it grows).
+    fn observe_phases(&mut self, run: &mut RunMetrics, l: &mut Live, ev: &Event<'_>, ending: bool) {
+        if l.trace.attempts.is_empty() {
+            // A derived step is observed once it is over (its last event is known): a later
+            // step began, or the run ended. Observing it at each event as it grows would take
+            // it back and add it again every time.
+            let steps = l.trace.steps.len();
+            let over = if ending {
+                steps
+            } else {
+                steps.saturating_sub(1)
+            };
+            for i in l.steps_seen..over {
+                if let Some(o) = attempt_obs(&l.trace.steps[i]) {
+                    self.phase_obs(run, &mut l.admitted, &o, 1);
+                }
+            }
+            l.steps_seen = l.steps_seen.max(over);
+            return;
+        }
+        if l.steps_seen > 0 {
+            // Explicit attempts win over derived steps (`Trace::phases`): take the steps back
+            // (an observed step no longer changes).
+            for i in 0..l.steps_seen {
+                if let Some(o) = attempt_obs(&l.trace.steps[i]) {
+                    self.phase_obs(run, &mut l.admitted, &o, -1);
+                }
+            }
+            l.steps_seen = 0;
+        }
+        if ev.kind != Kind::PhaseFinished {
+            return;
+        }
+        let mut obs = Vec::new();
+        for (i, a) in l.trace.attempts.iter().enumerate().skip(l.attempts_seen) {
+            if a.finished && !l.finished_beyond.contains(&i) {
+                obs.extend(attempt_obs(a));
+                l.finished_beyond.insert(i);
+            }
+        }
+        while l.finished_beyond.remove(&l.attempts_seen) {
+            l.attempts_seen += 1;
+        }
+        for o in obs {
+            self.phase_obs(run, &mut l.admitted, &o, 1);
+        }
+    }
+
+    /// `admitted`: phases this run saw admitted under its loop label (`Live::admitted`).
+    fn phase_obs(
+        &mut self,
+        run: &mut RunMetrics,
+        admitted: &mut Vec<Name>,
+        o: &PhaseObs,
+        sign: i64,
+    ) {
+        let phase = if admitted.iter().any(|p| Arc::ptr_eq(p, &o.0)) {
+            Label::Name(o.0.clone())
+        } else {
+            let phase = self.admit_phase(&run.loop_label, &o.0);
+            if matches!(phase, Label::Name(_)) {
+                admitted.push(o.0.clone());
+            }
+            phase
+        };
+        self.add(
+            run,
+            Key::two(Metric::Phases, phase.clone(), Label::Static(o.3)),
+            Delta::Count(sign),
+        );
+        if let Some(ms) = o.2 {
+            self.add(
+                run,
+                Key::two(Metric::PhaseDuration, phase, Label::Static(o.1)),
+                Delta::Observe(ms, sign),
+            );
+        }
+    }
+}
+
+/// (phase, kind, duration ms, stop reason) of a finished attempt or step.
+type PhaseObs = (Name, &'static str, Option<i64>, &'static str);
+
+fn attempt_obs(a: &Attempt) -> Option<PhaseObs> {
+    a.finished.then(|| {
+        (
+            a.name.clone(),
+            kind_label(a),
+            a.duration_ms.and_then(|d| i64::try_from(d).ok()),
+            stop_reason_label(a),
+        )
+    })
+}
