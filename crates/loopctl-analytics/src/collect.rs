@@ -18,16 +18,27 @@ use rustc_hash::FxHashMap;
 
 use polars::prelude::{DataFrame, PolarsResult};
 
-use crate::rows::{EventRow, PhaseRow, RunRow, Usage, day_of};
+use crate::columns::{self, Phase};
+use crate::needs::Needs;
+use crate::rows::{EventRow, RunRow, Usage, day_of};
 use crate::tables;
 
 /// What to read and how.
 #[derive(Clone)]
 pub struct Options {
     pub read: ReadOptions,
-    /// Build the `events` table (one row per event: memory grows with the logs).
-    pub events: bool,
+    /// The tables and columns to build (`Needs::of_sql`): the `events` table only when read
+    /// (one row per event: memory grows with the logs), `phases` only when read, and the
+    /// costly columns (`stagnation` of runs, `score` and `passed` of phases) only when read:
+    /// a column not read is null.
+    pub needs: Needs,
     pub stagnation: Config,
+}
+
+impl Options {
+    fn events(&self) -> bool {
+        self.needs.events.is_some()
+    }
 }
 
 /// A line of a log that is not an event.
@@ -81,7 +92,7 @@ pub fn logs_of(inputs: &[PathBuf]) -> (Vec<RunRef>, Vec<(PathBuf, String)>) {
 /// Rows of a batch of logs, before they become frames.
 #[derive(Default)]
 struct Batch {
-    phases: Vec<PhaseRow>,
+    phases: columns::Phases,
     events: Vec<EventRow>,
 }
 
@@ -102,7 +113,7 @@ pub fn collect(
             (
                 Replay::new(&r.name),
                 Traces::new(&r.name),
-                Extras::new(&r.name, opts.events),
+                Extras::new(&r.name, opts.events()),
             )
         });
         let mut batch = Batch::default();
@@ -118,8 +129,10 @@ pub fn collect(
             // streamed `events` of `export parquet` are.
             batch.events[first..].sort_by_key(|e| e.line);
         }
-        out.phases.push(tables::phases(&batch.phases)?);
-        if opts.events {
+        if opts.needs.phases.is_some() {
+            out.phases.push(batch.phases.finish()?);
+        }
+        if opts.events() {
             out.events.push(tables::events(&batch.events)?);
         }
         progress(out.files, out.bytes);
@@ -160,8 +173,15 @@ fn take_log(
         }
         let trace = traces.remove(id).unwrap_or_default();
         let extra = extras.runs.remove(id).unwrap_or_default();
-        let r = run_row(state, &trace, &extra, &source, &opts.stagnation);
-        phase_rows(&r, &trace, &mut batch.phases);
+        let stagnation = opts
+            .needs
+            .runs_reads("stagnation")
+            .then_some(&opts.stagnation);
+        let r = run_row(state, &trace, &extra, &source, stagnation);
+        if opts.needs.phases.is_some() {
+            let scores = opts.needs.phases_reads("score") || opts.needs.phases_reads("passed");
+            phase_rows(&r, &trace, scores, &mut batch.phases);
+        }
         let mut events = extra.events;
         let loop_name: Arc<str> = r.loop_name.as_str().into();
         for e in &mut events {
@@ -173,7 +193,8 @@ fn take_log(
     }
 }
 
-fn run_row(s: &RunState, t: &Trace, x: &RunExtra, source: &str, cfg: &Config) -> RunRow {
+/// `cfg`: assess stagnation (else the column is null).
+fn run_row(s: &RunState, t: &Trace, x: &RunExtra, source: &str, cfg: Option<&Config>) -> RunRow {
     let started = s.created_at.or(t.first_ts).map(|ts| ts.millis());
     let ended = if s.is_terminal() {
         t.stop.as_ref().and_then(|st| st.at.ts).or(t.last_ts)
@@ -187,8 +208,11 @@ fn run_row(s: &RunState, t: &Trace, x: &RunExtra, source: &str, cfg: &Config) ->
         _ => None,
     };
     let first_pass = t.evaluations.iter().find(|e| e.passed == Some(true));
-    let verdict = assess(t, cfg, None, Liveness::Unknown);
-    let detectors: Vec<&str> = verdict.triggered().map(|f| f.detector.name()).collect();
+    let stagnation = cfg.and_then(|cfg| {
+        let verdict = assess(t, cfg, None, Liveness::Unknown);
+        let detectors: Vec<&str> = verdict.triggered().map(|f| f.detector.name()).collect();
+        (!detectors.is_empty()).then(|| detectors.join(","))
+    });
     let mut usage = Usage::default();
     for a in t.phases() {
         if let Some(u) = &a.explicit().usage {
@@ -223,7 +247,7 @@ fn run_row(s: &RunState, t: &Trace, x: &RunExtra, source: &str, cfg: &Config) ->
             (Some(a), Some(b)) if b.millis() >= a => Some((b.millis() - a) as u64),
             _ => None,
         },
-        stagnation: (!detectors.is_empty()).then(|| detectors.join(",")),
+        stagnation,
         dialect: x.dialect.map(Dialect::name),
         events: s.events,
         source: source.to_string(),
@@ -260,58 +284,40 @@ fn scores_by_attempt(t: &Trace, phases: &[Attempt]) -> FxHashMap<usize, (f64, Op
     out
 }
 
-/// One shared copy of each distinct string.
-#[derive(Default)]
-struct Interner(FxHashMap<String, Arc<str>>);
-
-impl Interner {
-    fn get(&mut self, s: &str) -> Arc<str> {
-        if let Some(a) = self.0.get(s) {
-            return a.clone();
-        }
-        let a: Arc<str> = s.into();
-        self.0.insert(s.to_string(), a.clone());
-        a
-    }
-}
-
-fn phase_rows(r: &RunRow, t: &Trace, out: &mut Vec<PhaseRow>) {
+/// The rows of `t`'s phases; `scores`: match scored evaluations to them (else `score` and
+/// `passed` are null).
+fn phase_rows(r: &RunRow, t: &Trace, scores: bool, out: &mut columns::Phases) {
     let phases = t.phases();
-    let scores = scores_by_attempt(t, phases);
-    let mut names = Interner::default();
-    let (run_id, loop_name, source) = (
-        names.get(&r.run_id),
-        names.get(&r.loop_name),
-        names.get(&r.source),
-    );
+    let scores = if scores {
+        scores_by_attempt(t, phases)
+    } else {
+        FxHashMap::default()
+    };
     for (i, a) in phases.iter().enumerate() {
         let started = a.started.map(|ts| ts.millis());
         let score = scores.get(&i);
-        out.push(PhaseRow {
-            run_id: run_id.clone(),
-            loop_name: loop_name.clone(),
+        let x = a.explicit();
+        let usage = x.usage.as_ref().map(Usage::from);
+        out.push(Phase {
+            run_id: &r.run_id,
+            loop_name: &r.loop_name,
             iteration: a.iteration,
-            phase: a.name.clone(),
-            kind: a.kind().map(|k| names.get(k)),
-            quality_phase: a.phase.clone(),
+            phase: &a.name,
+            kind: a.kind(),
+            quality_phase: a.phase.as_deref(),
             attempt: a.attempt,
             started,
             ended: a.ended.map(|ts| ts.millis()),
             duration_ms: a.duration_ms,
             outcome: a.outcome(),
-            stop_reason: a.explicit().stop_reason.clone(),
-            exit_code: a.explicit().exit_code,
-            marker: a.explicit().marker.clone(),
+            stop_reason: x.stop_reason.as_deref(),
+            exit_code: x.exit_code,
+            marker: x.marker.as_deref(),
             score: score.map(|s| s.0),
             passed: score.and_then(|s| s.1),
-            usage: a
-                .explicit()
-                .usage
-                .as_ref()
-                .map(Usage::from)
-                .unwrap_or_default(),
+            usage: usage.as_ref(),
             derived: a.derived,
-            source: source.clone(),
+            source: &r.source,
             day: started.or(r.started).map(day_of),
         });
     }

@@ -6,9 +6,11 @@
 //! skipped), never by polars' NDJSON reader. The only crate that depends on polars.
 
 pub mod collect;
+pub mod columns;
 pub mod events;
 pub mod export;
 pub mod format;
+pub mod needs;
 pub mod reports;
 pub mod rows;
 pub mod tables;
@@ -20,6 +22,7 @@ use polars::prelude::*;
 
 pub use collect::{Collected, Damaged, Options, collect, logs_of};
 pub use export::{ExportOptions, Exported, export};
+pub use needs::{Columns, Needs};
 pub use polars::prelude::DataFrame;
 pub use reports::{REPORTS, aggregate, report};
 pub use tables::Tables;
@@ -41,18 +44,18 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Runs `sql` over the tables (`runs`, `phases`, `events`) with polars' SQL context.
-pub fn query(t: &Tables, sql: &str) -> Result<DataFrame> {
-    let mut ctx = polars::sql::SQLContext::new();
+/// A SQL context with the tables registered as `runs`, `phases` and `events`.
+pub(crate) fn context(t: &Tables) -> polars::sql::SQLContext {
+    let ctx = polars::sql::SQLContext::new();
     ctx.register("runs", t.runs.clone().lazy());
     ctx.register("phases", t.phases.clone().lazy());
     ctx.register("events", t.events.clone().lazy());
-    Ok(ctx.execute(sql)?.collect()?)
+    ctx
 }
 
-/// Whether `sql` may read the `events` table (then it has to be built).
-pub fn mentions_events(sql: &str) -> bool {
-    sql.to_ascii_lowercase().contains("events")
+/// Runs `sql` over the tables (`runs`, `phases`, `events`) with polars' SQL context.
+pub fn query(t: &Tables, sql: &str) -> Result<DataFrame> {
+    Ok(context(t).execute(sql)?.collect()?)
 }
 
 /// Which runs count: started in `[since, until)` (Unix ms) and matching every `column=value`

@@ -84,31 +84,6 @@ pub struct RunRow {
     pub day: Option<i32>,
 }
 
-/// Strings a run's phases repeat are shared (a run can have hundreds of thousands).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PhaseRow {
-    pub run_id: Arc<str>,
-    pub loop_name: Arc<str>,
-    pub iteration: Option<u64>,
-    pub phase: Arc<str>,
-    pub kind: Option<Arc<str>>,
-    pub quality_phase: Option<Arc<str>>,
-    pub attempt: u64,
-    pub started: Option<i64>,
-    pub ended: Option<i64>,
-    pub duration_ms: Option<u64>,
-    pub outcome: &'static str,
-    pub stop_reason: Option<String>,
-    pub exit_code: Option<i64>,
-    pub marker: Option<String>,
-    pub score: Option<f64>,
-    pub passed: Option<bool>,
-    pub usage: Usage,
-    pub derived: bool,
-    pub source: Arc<str>,
-    pub day: Option<i32>,
-}
-
 /// The run's names are shared by its events (a log can hold millions).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRow {

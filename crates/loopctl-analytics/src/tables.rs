@@ -3,17 +3,13 @@
 
 use polars::prelude::*;
 
-use crate::rows::{EventRow, PhaseRow, RunRow};
+use crate::rows::{EventRow, RunRow};
 
 fn text<'a, R>(rows: &'a [R], name: &str, f: impl Fn(&'a R) -> Option<&'a str>) -> Column {
     Series::new(name.into(), rows.iter().map(f).collect::<Vec<_>>()).into_column()
 }
 
 fn uint<R>(rows: &[R], name: &str, f: impl Fn(&R) -> Option<u64>) -> Column {
-    Series::new(name.into(), rows.iter().map(f).collect::<Vec<_>>()).into_column()
-}
-
-fn int<R>(rows: &[R], name: &str, f: impl Fn(&R) -> Option<i64>) -> Column {
     Series::new(name.into(), rows.iter().map(f).collect::<Vec<_>>()).into_column()
 }
 
@@ -71,38 +67,9 @@ pub fn runs(rows: &[RunRow]) -> PolarsResult<DataFrame> {
     DataFrame::new(rows.len(), cols)
 }
 
-pub fn phases(rows: &[PhaseRow]) -> PolarsResult<DataFrame> {
-    let cols = vec![
-        text(rows, "run_id", |r| Some(&r.run_id)),
-        text(rows, "loop", |r| Some(&r.loop_name)),
-        uint(rows, "iteration", |r| r.iteration),
-        text(rows, "phase", |r| Some(&r.phase)),
-        text(rows, "kind", |r| r.kind.as_deref()),
-        text(rows, "quality_phase", |r| r.quality_phase.as_deref()),
-        uint(rows, "attempt", |r| Some(r.attempt)),
-        time(rows, "started", |r| r.started)?,
-        time(rows, "ended", |r| r.ended)?,
-        uint(rows, "duration_ms", |r| r.duration_ms),
-        text(rows, "outcome", |r| Some(r.outcome)),
-        text(rows, "stop_reason", |r| r.stop_reason.as_deref()),
-        int(rows, "exit_code", |r| r.exit_code),
-        text(rows, "marker", |r| r.marker.as_deref()),
-        float(rows, "score", |r| r.score),
-        boolean(rows, "passed", |r| r.passed),
-        uint(rows, "input_tokens", |r| r.usage.input_tokens),
-        uint(rows, "output_tokens", |r| r.usage.output_tokens),
-        uint(rows, "cache_read_tokens", |r| r.usage.cache_read_tokens),
-        uint(rows, "cache_creation_tokens", |r| {
-            r.usage.cache_creation_tokens
-        }),
-        float(rows, "cost_usd", |r| r.usage.cost_usd),
-        uint(rows, "turns", |r| r.usage.turns),
-        text(rows, "model", |r| r.usage.model.as_deref()),
-        boolean(rows, "derived", |r| Some(r.derived)),
-        text(rows, "source", |r| Some(&r.source)),
-        day(rows, |r| r.day)?,
-    ];
-    DataFrame::new(rows.len(), cols)
+/// `phases` with no rows (its rows are built by `columns::Phases`).
+pub fn phases_empty() -> PolarsResult<DataFrame> {
+    crate::columns::Phases::default().finish()
 }
 
 pub fn events(rows: &[EventRow]) -> PolarsResult<DataFrame> {
@@ -146,7 +113,7 @@ impl Tables {
     pub fn of(c: &crate::Collected) -> PolarsResult<Tables> {
         Ok(Tables {
             runs: runs(&c.runs)?,
-            phases: stacked(&c.phases, phases(&[])?)?,
+            phases: stacked(&c.phases, phases_empty()?)?,
             events: stacked(&c.events, events(&[])?)?,
         })
     }

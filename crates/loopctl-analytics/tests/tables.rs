@@ -13,7 +13,7 @@ fn repo() -> PathBuf {
 fn options() -> Options {
     Options {
         read: Default::default(),
-        events: true,
+        needs: loopctl_analytics::Needs::all(),
         stagnation: Default::default(),
     }
 }

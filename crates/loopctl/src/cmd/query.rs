@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
-use loopctl_analytics::{mentions_events, query};
+use loopctl_analytics::{Needs, query};
 
 use super::Ctx;
-use super::tables::{OutArgs, ReadArgs, print_frame, read, tables};
+use super::tables::{OutArgs, ReadArgs, print_frame, read_for, tables};
 use crate::exit;
 
 /// Run SQL over three tables rebuilt from the logs: `runs` (one row per run), `phases` (one
@@ -34,7 +34,10 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
-    let collected = read(ctx, &a.paths, &a.read, mentions_events(&a.sql))?;
+    // Only what the query reads is built; a query polars cannot plan fails before any log
+    // is read.
+    let needs = Needs::of_sql(&a.sql).map_err(|e| anyhow::anyhow!("query failed: {e}"))?;
+    let collected = read_for(ctx, &a.paths, &a.read, needs)?;
     let t = tables(&collected)?;
     let mut df = query(&t, &a.sql).map_err(|e| anyhow::anyhow!("query failed: {e}"))?;
     print_frame(&mut df, &a.out)?;

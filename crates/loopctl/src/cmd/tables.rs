@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args as ClapArgs, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use loopctl_analytics::{Collected, DataFrame, Options, Tables, collect, format, logs_of};
+use loopctl_analytics::{Collected, DataFrame, Needs, Options, Tables, collect, format, logs_of};
 
 use super::Ctx;
 use crate::output;
@@ -55,9 +55,25 @@ impl OutArgs {
 }
 
 /// Reads every log the paths name (default: the root) into rows; `events` builds the events
-/// table too. Damaged lines are reported (file, line, byte offset, reason) and skipped;
-/// unreadable files are listed, and are an error under --strict.
+/// table too.
 pub fn read(ctx: &Ctx, paths: &[PathBuf], r: &ReadArgs, events: bool) -> anyhow::Result<Collected> {
+    let needs = if events {
+        Needs::all()
+    } else {
+        Needs::runs_and_phases()
+    };
+    read_for(ctx, paths, r, needs)
+}
+
+/// Reads every log the paths name (default: the root) into the rows `needs` asks for.
+/// Damaged lines are reported (file, line, byte offset, reason) and skipped; unreadable files
+/// are listed, and are an error under --strict.
+pub fn read_for(
+    ctx: &Ctx,
+    paths: &[PathBuf],
+    r: &ReadArgs,
+    needs: Needs,
+) -> anyhow::Result<Collected> {
     let paths = if paths.is_empty() {
         vec![ctx.root.clone()]
     } else {
@@ -78,7 +94,7 @@ pub fn read(ctx: &Ctx, paths: &[PathBuf], r: &ReadArgs, events: bool) -> anyhow:
     let bar = progress_bar(total, r.quiet || logs.is_empty());
     let opts = Options {
         read: ctx.read.clone(),
-        events,
+        needs,
         stagnation: Default::default(),
     };
     let n = logs.len();
