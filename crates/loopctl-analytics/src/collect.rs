@@ -19,7 +19,8 @@ use rustc_hash::FxHashMap;
 use polars::prelude::{DataFrame, PolarsResult};
 
 use crate::columns::{self, Phase};
-use crate::needs::Needs;
+use crate::lean::{Facts, Lean, LeanRun};
+use crate::needs::{Columns, Needs};
 use crate::rows::{EventRow, RunRow, Usage, day_of};
 use crate::tables;
 
@@ -90,17 +91,76 @@ pub fn logs_of(inputs: &[PathBuf]) -> (Vec<RunRef>, Vec<(PathBuf, String)>) {
 }
 
 /// Rows of a batch of logs, before they become frames.
-#[derive(Default)]
 struct Batch {
     phases: columns::Phases,
     events: Vec<EventRow>,
 }
 
+impl Batch {
+    fn new(opts: &Options) -> Batch {
+        Batch {
+            phases: Batch::phases(opts),
+            events: Vec::new(),
+        }
+    }
+
+    fn phases(opts: &Options) -> columns::Phases {
+        columns::Phases::new(opts.needs.phases.as_ref().unwrap_or(&Columns::all()))
+    }
+
+    /// The phase rows so far, as a frame (when the table is read).
+    fn flush_phases(&mut self, out: &mut Collected, opts: &Options) -> PolarsResult<()> {
+        let rows = std::mem::replace(&mut self.phases, Batch::phases(opts));
+        if opts.needs.phases.is_some() && !rows.is_empty() {
+            out.phases.push(rows.finish()?);
+        }
+        Ok(())
+    }
+}
+
+/// Phase rows a batch holds before they become a frame: a large log gives several.
+const PHASES_PER_FRAME: usize = 1 << 18;
+
+/// One run folded: the full trace (stagnation and scores need it) or the lean fold.
+enum RunFold {
+    Full(Box<Trace>),
+    Lean(Box<LeanRun>),
+}
+
+/// Every run of a log, by id.
+type Runs = FxHashMap<String, RunFold>;
+
 /// Reads every log, calling `progress(files_done, bytes_done)` as batches of logs finish.
 pub fn collect(
     logs: &[RunRef],
     opts: &Options,
+    progress: impl FnMut(u64, u64),
+) -> PolarsResult<Collected> {
+    let n = &opts.needs;
+    let full = n.runs_reads("stagnation") || n.phases_reads("score") || n.phases_reads("passed");
+    if full {
+        collect_with(logs, opts, progress, Traces::new, |t: Traces| {
+            t.into_runs()
+                .into_iter()
+                .map(|(id, t)| (id, RunFold::Full(Box::new(t))))
+                .collect()
+        })
+    } else {
+        collect_with(logs, opts, progress, Lean::new, |l: Lean| {
+            l.runs
+                .into_iter()
+                .map(|(id, r)| (id, RunFold::Lean(Box::new(r))))
+                .collect()
+        })
+    }
+}
+
+fn collect_with<P: Split>(
+    logs: &[RunRef],
+    opts: &Options,
     mut progress: impl FnMut(u64, u64),
+    make: impl Fn(&str) -> P + Sync + Send,
+    runs_of: impl Fn(P) -> Runs,
 ) -> PolarsResult<Collected> {
     let mut out = Collected {
         logs: logs.to_vec(),
@@ -112,26 +172,30 @@ pub fn collect(
         let folded = fold_runs(group, &opts.read, |r| {
             (
                 Replay::new(&r.name),
-                Traces::new(&r.name),
+                make(&r.name),
                 Extras::new(&r.name, opts.events()),
             )
         });
-        let mut batch = Batch::default();
+        let mut batch = Batch::new(opts);
         for (run, res) in group.iter().zip(folded) {
             out.files += 1;
             out.bytes += std::fs::metadata(&run.log).map_or(0, |m| m.len());
             let first = batch.events.len();
             match res {
-                Ok(f) => take_log(&mut out, &mut batch, run, f, opts),
+                Ok((replay, p, extras)) => take_log(
+                    &mut out,
+                    &mut batch,
+                    run,
+                    (replay, runs_of(p), extras),
+                    opts,
+                )?,
                 Err(e) => out.unreadable.push((run.log.clone(), e.to_string())),
             }
             // A log's events in file order (its runs interleave in a merged log), as the
             // streamed `events` of `export parquet` are.
             batch.events[first..].sort_by_key(|e| e.line);
         }
-        if opts.needs.phases.is_some() {
-            out.phases.push(batch.phases.finish()?);
-        }
+        batch.flush_phases(&mut out, opts)?;
         if opts.events() {
             out.events.push(tables::events(&batch.events)?);
         }
@@ -144,10 +208,10 @@ fn take_log(
     out: &mut Collected,
     batch: &mut Batch,
     run: &RunRef,
-    folded: (Replay, Traces, Extras),
+    folded: (Replay, Runs, Extras),
     opts: &Options,
-) {
-    let (replay, traces, mut extras) = folded;
+) -> PolarsResult<()> {
+    let (replay, mut runs, mut extras) = folded;
     let mut outcome = replay.finish();
     for f in &outcome.findings {
         if matches!(
@@ -164,23 +228,36 @@ fn take_log(
     }
     let mut states: Vec<&mut RunState> = outcome.runs.values_mut().collect();
     salvage_max_iterations(run, &mut states);
-    let mut traces = traces.into_runs();
     let source = run.log.to_string_lossy().into_owned();
     let shared_source: Arc<str> = source.as_str().into();
+    let scores = opts.needs.phases_reads("score") || opts.needs.phases_reads("passed");
     for (id, state) in &outcome.runs {
         if state.events == 0 {
             continue;
         }
-        let trace = traces.remove(id).unwrap_or_default();
+        let fold = runs
+            .remove(id)
+            .unwrap_or_else(|| RunFold::Lean(Box::default()));
         let extra = extras.runs.remove(id).unwrap_or_default();
-        let stagnation = opts
-            .needs
-            .runs_reads("stagnation")
-            .then_some(&opts.stagnation);
-        let r = run_row(state, &trace, &extra, &source, stagnation);
+        let (facts, stagnation) = match &fold {
+            RunFold::Full(t) => {
+                let cfg = opts.needs.runs_reads("stagnation");
+                (
+                    Facts::of_trace(t),
+                    cfg.then(|| stagnation(t, &opts.stagnation)),
+                )
+            }
+            RunFold::Lean(l) => (l.facts(), None),
+        };
+        let r = run_row(state, &facts, stagnation.flatten(), &extra, &source);
         if opts.needs.phases.is_some() {
-            let scores = opts.needs.phases_reads("score") || opts.needs.phases_reads("passed");
-            phase_rows(&r, &trace, scores, &mut batch.phases);
+            match &fold {
+                RunFold::Full(t) => phase_rows(&r, t, scores, &mut batch.phases),
+                RunFold::Lean(l) => lean_phase_rows(&r, l, &mut batch.phases),
+            }
+            if batch.phases.len() >= PHASES_PER_FRAME {
+                batch.flush_phases(out, opts)?;
+            }
         }
         let mut events = extra.events;
         let loop_name: Arc<str> = r.loop_name.as_str().into();
@@ -191,13 +268,26 @@ fn take_log(
         batch.events.extend(events);
         out.runs.push(r);
     }
+    Ok(())
 }
 
-/// `cfg`: assess stagnation (else the column is null).
-fn run_row(s: &RunState, t: &Trace, x: &RunExtra, source: &str, cfg: Option<&Config>) -> RunRow {
+/// The detectors that find the run stagnating, comma-separated; `None` when none does.
+fn stagnation(t: &Trace, cfg: &Config) -> Option<String> {
+    let verdict = assess(t, cfg, None, Liveness::Unknown);
+    let detectors: Vec<&str> = verdict.triggered().map(|f| f.detector.name()).collect();
+    (!detectors.is_empty()).then(|| detectors.join(","))
+}
+
+fn run_row(
+    s: &RunState,
+    t: &Facts,
+    stagnation: Option<String>,
+    x: &RunExtra,
+    source: &str,
+) -> RunRow {
     let started = s.created_at.or(t.first_ts).map(|ts| ts.millis());
     let ended = if s.is_terminal() {
-        t.stop.as_ref().and_then(|st| st.at.ts).or(t.last_ts)
+        t.stop_ts.or(t.last_ts)
     } else {
         None
     }
@@ -207,18 +297,8 @@ fn run_row(s: &RunState, t: &Trace, x: &RunExtra, source: &str, cfg: Option<&Con
         (Some(a), Some(b)) if b >= a => Some((b - a) as u64),
         _ => None,
     };
-    let first_pass = t.evaluations.iter().find(|e| e.passed == Some(true));
-    let stagnation = cfg.and_then(|cfg| {
-        let verdict = assess(t, cfg, None, Liveness::Unknown);
-        let detectors: Vec<&str> = verdict.triggered().map(|f| f.detector.name()).collect();
-        (!detectors.is_empty()).then(|| detectors.join(","))
-    });
-    let mut usage = Usage::default();
-    for a in t.phases() {
-        if let Some(u) = &a.explicit().usage {
-            usage.add(&Usage::from(u));
-        }
-    }
+    let first_pass = t.first_pass;
+    let mut usage = t.usage.clone();
     // Every dialect's token counts (the reducer's), beyond the contract's `usage` objects.
     usage.input_tokens =
         Some(s.tokens.input).filter(|_| s.tokens.input > 0 || usage.input_tokens.is_some());
@@ -242,8 +322,8 @@ fn run_row(s: &RunState, t: &Trace, x: &RunExtra, source: &str, cfg: Option<&Con
         retries: s.retries,
         phase_errors: s.phase_errors,
         usage,
-        first_pass_iteration: first_pass.map(|e| e.iteration),
-        first_pass_ms: match (started, first_pass.and_then(|e| e.at.ts)) {
+        first_pass_iteration: first_pass.map(|e| e.0),
+        first_pass_ms: match (started, first_pass.and_then(|e| e.1)) {
             (Some(a), Some(b)) if b.millis() >= a => Some((b.millis() - a) as u64),
             _ => None,
         },
@@ -294,29 +374,74 @@ fn phase_rows(r: &RunRow, t: &Trace, scores: bool, out: &mut columns::Phases) {
         FxHashMap::default()
     };
     for (i, a) in phases.iter().enumerate() {
-        let started = a.started.map(|ts| ts.millis());
-        let score = scores.get(&i);
-        let x = a.explicit();
-        let usage = x.usage.as_ref().map(Usage::from);
+        push_attempt(r, a, scores.get(&i), out);
+    }
+}
+
+/// One phase attempt's row, with its score and whether that passed.
+fn push_attempt(
+    r: &RunRow,
+    a: &Attempt,
+    score: Option<&(f64, Option<bool>)>,
+    out: &mut columns::Phases,
+) {
+    let started = a.started.map(|ts| ts.millis());
+    let x = a.explicit();
+    let usage = x.usage.as_ref().map(Usage::from);
+    out.push(Phase {
+        run_id: &r.run_id,
+        loop_name: &r.loop_name,
+        iteration: a.iteration,
+        phase: &a.name,
+        kind: a.kind(),
+        quality_phase: a.phase.as_deref(),
+        attempt: a.attempt,
+        started,
+        ended: a.ended.map(|ts| ts.millis()),
+        duration_ms: a.duration_ms,
+        outcome: a.outcome(),
+        stop_reason: x.stop_reason.as_deref(),
+        exit_code: x.exit_code,
+        marker: x.marker.as_deref(),
+        score: score.map(|s| s.0),
+        passed: score.and_then(|s| s.1),
+        usage: usage.as_ref(),
+        derived: a.derived,
+        source: &r.source,
+        day: started.or(r.started).map(day_of),
+    });
+}
+
+/// The rows of a lean fold's phases, as `phase_rows` gives them from the trace without
+/// scores.
+fn lean_phase_rows(r: &RunRow, l: &LeanRun, out: &mut columns::Phases) {
+    if !l.attempts.is_empty() {
+        for a in &l.attempts {
+            push_attempt(r, a, None, out);
+        }
+        return;
+    }
+    for st in &l.steps {
+        let started = st.started.map(|ts| ts.millis());
         out.push(Phase {
             run_id: &r.run_id,
             loop_name: &r.loop_name,
-            iteration: a.iteration,
-            phase: &a.name,
-            kind: a.kind(),
-            quality_phase: a.phase.as_deref(),
-            attempt: a.attempt,
+            iteration: st.iteration,
+            phase: l.name(st.name),
+            kind: None,
+            quality_phase: Some(l.name(st.phase)),
+            attempt: u64::from(st.attempt),
             started,
-            ended: a.ended.map(|ts| ts.millis()),
-            duration_ms: a.duration_ms,
-            outcome: a.outcome(),
-            stop_reason: x.stop_reason.as_deref(),
-            exit_code: x.exit_code,
-            marker: x.marker.as_deref(),
-            score: score.map(|s| s.0),
-            passed: score.and_then(|s| s.1),
-            usage: usage.as_ref(),
-            derived: a.derived,
+            ended: st.ended.map(|ts| ts.millis()),
+            duration_ms: st.duration_ms,
+            outcome: if st.failed { "failed" } else { "ok" },
+            stop_reason: None,
+            exit_code: None,
+            marker: None,
+            score: None,
+            passed: None,
+            usage: None,
+            derived: true,
             source: &r.source,
             day: started.or(r.started).map(day_of),
         });

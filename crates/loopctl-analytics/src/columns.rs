@@ -8,11 +8,15 @@ use polars_arrow::bitmap::MutableBitmap;
 use polars_arrow::datatypes::ArrowDataType;
 use rustc_hash::FxHashMap;
 
+use crate::needs::Columns;
 use crate::rows::Usage;
 
-/// A text column whose long strings are stored once each.
+/// A text column whose long strings are stored once each. Off (`Text::off`), it keeps
+/// nothing and gives nulls.
 #[derive(Default)]
 pub struct Text {
+    off: bool,
+    len: usize,
     views: Vec<View>,
     bytes: Vec<u8>,
     /// Set once the first null comes: all rows before it are valid.
@@ -21,7 +25,18 @@ pub struct Text {
 }
 
 impl Text {
+    pub fn off() -> Text {
+        Text {
+            off: true,
+            ..Text::default()
+        }
+    }
+
     pub fn push(&mut self, s: Option<&str>) {
+        self.len += 1;
+        if self.off {
+            return;
+        }
         let Some(s) = s else {
             let valid = self.views.len();
             self.validity
@@ -51,6 +66,9 @@ impl Text {
     }
 
     pub fn finish(self, name: &str) -> PolarsResult<Column> {
+        if self.off {
+            return Ok(Column::full_null(name.into(), self.len, &DataType::String));
+        }
         let arr = Utf8ViewArray::try_new(
             ArrowDataType::Utf8View,
             self.views.into(),
@@ -63,23 +81,38 @@ impl Text {
     }
 }
 
-fn col<T>(name: &str, v: Vec<T>) -> Column
-where
-    Series: NamedFrom<Vec<T>, [T]>,
-{
-    Series::new(name.into(), v).into_column()
+/// A column of values, or (off) of nulls only: a column no query reads is not kept.
+pub struct Values<T> {
+    on: bool,
+    len: usize,
+    v: Vec<T>,
 }
 
-fn time(name: &str, v: Vec<Option<i64>>) -> PolarsResult<Column> {
-    Ok(Series::new(name.into(), v)
-        .cast(&DataType::Datetime(TimeUnit::Milliseconds, None))?
-        .into_column())
-}
+impl<T> Values<T> {
+    pub fn new(on: bool) -> Values<T> {
+        Values {
+            on,
+            len: 0,
+            v: Vec::new(),
+        }
+    }
 
-fn day(v: Vec<Option<i32>>) -> PolarsResult<Column> {
-    Ok(Series::new("day".into(), v)
-        .cast(&DataType::Date)?
-        .into_column())
+    pub fn push(&mut self, x: T) {
+        self.len += 1;
+        if self.on {
+            self.v.push(x);
+        }
+    }
+
+    fn column(self, name: &str, dtype: DataType) -> PolarsResult<Column>
+    where
+        Series: NamedFrom<Vec<T>, [T]>,
+    {
+        if !self.on {
+            return Ok(Column::full_null(name.into(), self.len, &dtype));
+        }
+        Ok(Series::new(name.into(), self.v).cast(&dtype)?.into_column())
+    }
 }
 
 /// One row of `phases`, as its builder takes it (strings borrowed).
@@ -107,43 +140,82 @@ pub struct Phase<'a> {
 }
 
 /// The columns of `phases` (docs/analytics.md), filled a row at a time.
-#[derive(Default)]
 pub struct Phases {
     run_id: Text,
     loop_name: Text,
-    iteration: Vec<Option<u64>>,
+    iteration: Values<Option<u64>>,
     phase: Text,
     kind: Text,
     quality_phase: Text,
-    attempt: Vec<u64>,
-    started: Vec<Option<i64>>,
-    ended: Vec<Option<i64>>,
-    duration_ms: Vec<Option<u64>>,
+    attempt: Values<u64>,
+    started: Values<Option<i64>>,
+    ended: Values<Option<i64>>,
+    duration_ms: Values<Option<u64>>,
     outcome: Text,
     stop_reason: Text,
-    exit_code: Vec<Option<i64>>,
+    exit_code: Values<Option<i64>>,
     marker: Text,
-    score: Vec<Option<f64>>,
-    passed: Vec<Option<bool>>,
-    input_tokens: Vec<Option<u64>>,
-    output_tokens: Vec<Option<u64>>,
-    cache_read_tokens: Vec<Option<u64>>,
-    cache_creation_tokens: Vec<Option<u64>>,
-    cost_usd: Vec<Option<f64>>,
-    turns: Vec<Option<u64>>,
+    score: Values<Option<f64>>,
+    passed: Values<Option<bool>>,
+    input_tokens: Values<Option<u64>>,
+    output_tokens: Values<Option<u64>>,
+    cache_read_tokens: Values<Option<u64>>,
+    cache_creation_tokens: Values<Option<u64>>,
+    cost_usd: Values<Option<f64>>,
+    turns: Values<Option<u64>>,
     model: Text,
-    derived: Vec<bool>,
+    derived: Values<bool>,
     source: Text,
-    day: Vec<Option<i32>>,
+    day: Values<Option<i32>>,
 }
 
 impl Phases {
+    /// The builder of the columns `c` names; the others are null.
+    pub fn new(c: &Columns) -> Phases {
+        let t = |n| {
+            if c.reads(n) {
+                Text::default()
+            } else {
+                Text::off()
+            }
+        };
+        let v = |n| c.reads(n);
+        Phases {
+            run_id: t("run_id"),
+            loop_name: t("loop"),
+            iteration: Values::new(v("iteration")),
+            phase: t("phase"),
+            kind: t("kind"),
+            quality_phase: t("quality_phase"),
+            attempt: Values::new(v("attempt")),
+            started: Values::new(v("started")),
+            ended: Values::new(v("ended")),
+            duration_ms: Values::new(v("duration_ms")),
+            outcome: t("outcome"),
+            stop_reason: t("stop_reason"),
+            exit_code: Values::new(v("exit_code")),
+            marker: t("marker"),
+            score: Values::new(v("score")),
+            passed: Values::new(v("passed")),
+            input_tokens: Values::new(v("input_tokens")),
+            output_tokens: Values::new(v("output_tokens")),
+            cache_read_tokens: Values::new(v("cache_read_tokens")),
+            cache_creation_tokens: Values::new(v("cache_creation_tokens")),
+            cost_usd: Values::new(v("cost_usd")),
+            turns: Values::new(v("turns")),
+            model: t("model"),
+            derived: Values::new(v("derived")),
+            source: t("source"),
+            day: Values::new(v("day")),
+        }
+    }
+
     pub fn len(&self) -> usize {
-        self.attempt.len()
+        self.derived.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.attempt.is_empty()
+        self.len() == 0
     }
 
     pub fn push(&mut self, p: Phase<'_>) {
@@ -179,34 +251,37 @@ impl Phases {
     }
 
     pub fn finish(self) -> PolarsResult<DataFrame> {
+        use DataType::*;
         let n = self.len();
+        let time = || Datetime(TimeUnit::Milliseconds, None);
         let cols = vec![
             self.run_id.finish("run_id")?,
             self.loop_name.finish("loop")?,
-            col("iteration", self.iteration),
+            self.iteration.column("iteration", UInt64)?,
             self.phase.finish("phase")?,
             self.kind.finish("kind")?,
             self.quality_phase.finish("quality_phase")?,
-            col("attempt", self.attempt),
-            time("started", self.started)?,
-            time("ended", self.ended)?,
-            col("duration_ms", self.duration_ms),
+            self.attempt.column("attempt", UInt64)?,
+            self.started.column("started", time())?,
+            self.ended.column("ended", time())?,
+            self.duration_ms.column("duration_ms", UInt64)?,
             self.outcome.finish("outcome")?,
             self.stop_reason.finish("stop_reason")?,
-            col("exit_code", self.exit_code),
+            self.exit_code.column("exit_code", Int64)?,
             self.marker.finish("marker")?,
-            col("score", self.score),
-            col("passed", self.passed),
-            col("input_tokens", self.input_tokens),
-            col("output_tokens", self.output_tokens),
-            col("cache_read_tokens", self.cache_read_tokens),
-            col("cache_creation_tokens", self.cache_creation_tokens),
-            col("cost_usd", self.cost_usd),
-            col("turns", self.turns),
+            self.score.column("score", Float64)?,
+            self.passed.column("passed", Boolean)?,
+            self.input_tokens.column("input_tokens", UInt64)?,
+            self.output_tokens.column("output_tokens", UInt64)?,
+            self.cache_read_tokens.column("cache_read_tokens", UInt64)?,
+            self.cache_creation_tokens
+                .column("cache_creation_tokens", UInt64)?,
+            self.cost_usd.column("cost_usd", Float64)?,
+            self.turns.column("turns", UInt64)?,
             self.model.finish("model")?,
-            col("derived", self.derived),
+            self.derived.column("derived", Boolean)?,
             self.source.finish("source")?,
-            day(self.day)?,
+            self.day.column("day", Date)?,
         ];
         DataFrame::new(n, cols)
     }

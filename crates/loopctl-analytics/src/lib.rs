@@ -10,6 +10,7 @@ pub mod columns;
 pub mod events;
 pub mod export;
 pub mod format;
+pub mod lean;
 pub mod needs;
 pub mod reports;
 pub mod rows;

@@ -17,6 +17,11 @@ impl Columns {
         Columns(None)
     }
 
+    /// Just these columns.
+    pub fn only(names: &[&str]) -> Columns {
+        Columns(Some(names.iter().map(|n| n.to_string()).collect()))
+    }
+
     pub fn reads(&self, column: &str) -> bool {
         self.0
             .as_ref()

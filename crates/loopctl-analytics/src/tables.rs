@@ -69,7 +69,7 @@ pub fn runs(rows: &[RunRow]) -> PolarsResult<DataFrame> {
 
 /// `phases` with no rows (its rows are built by `columns::Phases`).
 pub fn phases_empty() -> PolarsResult<DataFrame> {
-    crate::columns::Phases::default().finish()
+    crate::columns::Phases::new(&crate::Columns::all()).finish()
 }
 
 pub fn events(rows: &[EventRow]) -> PolarsResult<DataFrame> {

@@ -20,7 +20,9 @@ fn inputs() -> Vec<PathBuf> {
         .collect();
     v.sort();
     if let Some(shared) = loopctl_tests::shared("the corpus in the needs tests") {
-        v.push(shared.join("corpus"));
+        let corpus = shared.join("corpus");
+        v.push(corpus.join("aif-loop/vedo-hub"));
+        v.push(corpus.join("avenor/accumulate.ndjson"));
     }
     v
 }
