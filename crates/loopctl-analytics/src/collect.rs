@@ -146,7 +146,9 @@ pub fn collect(
                 .collect()
         })
     } else {
-        collect_with(logs, opts, progress, Lean::new, |l: Lean| {
+        let phases = n.phases.is_some();
+        let make = move |run: &str| Lean::new(run, phases);
+        collect_with(logs, opts, progress, make, |l: Lean| {
             l.runs
                 .into_iter()
                 .map(|(id, r)| (id, RunFold::Lean(Box::new(r))))
@@ -422,18 +424,18 @@ fn lean_phase_rows(r: &RunRow, l: &LeanRun, out: &mut columns::Phases) {
         return;
     }
     for st in &l.steps {
-        let started = st.started.map(|ts| ts.millis());
+        let started = st.started().map(|ts| ts.millis());
         out.push(Phase {
             run_id: &r.run_id,
             loop_name: &r.loop_name,
-            iteration: st.iteration,
+            iteration: st.iteration(),
             phase: l.name(st.name),
             kind: None,
             quality_phase: Some(l.name(st.phase)),
             attempt: u64::from(st.attempt),
             started,
-            ended: st.ended.map(|ts| ts.millis()),
-            duration_ms: st.duration_ms,
+            ended: st.ended().map(|ts| ts.millis()),
+            duration_ms: st.duration_ms(),
             outcome: if st.failed { "failed" } else { "ok" },
             stop_reason: None,
             exit_code: None,

@@ -11,6 +11,8 @@ use rustc_hash::FxHashMap;
 use crate::needs::Columns;
 use crate::rows::Usage;
 
+const BUFFER_MAX: usize = 2 << 30;
+
 /// A text column whose long strings are stored once each. Off (`Text::off`), it keeps
 /// nothing and gives nulls.
 #[derive(Default)]
@@ -18,10 +20,13 @@ pub struct Text {
     off: bool,
     len: usize,
     views: Vec<View>,
-    bytes: Vec<u8>,
+    /// The long strings' bytes; a view's offset is 32 bits, so a new buffer past 2 GiB.
+    buffers: Vec<Vec<u8>>,
     /// Set once the first null comes: all rows before it are valid.
     validity: Option<MutableBitmap>,
     seen: FxHashMap<Box<str>, View>,
+    /// The last long string pushed: a run's rows repeat it, and a compare beats a hash.
+    last: Option<(Box<str>, View)>,
 }
 
 impl Text {
@@ -54,12 +59,30 @@ impl Text {
         }
         let view = if s.len() <= View::MAX_INLINE_SIZE as usize {
             View::new_inline(s.as_bytes())
-        } else if let Some(v) = self.seen.get(s) {
+        } else if let Some((l, v)) = &self.last
+            && **l == *s
+        {
             *v
         } else {
-            let v = View::new_from_bytes(s.as_bytes(), 0, self.bytes.len() as u32);
-            self.bytes.extend_from_slice(s.as_bytes());
-            self.seen.insert(s.into(), v);
+            let v = match self.seen.get(s) {
+                Some(v) => *v,
+                None => {
+                    if self
+                        .buffers
+                        .last()
+                        .is_none_or(|b| b.len() + s.len() > BUFFER_MAX)
+                    {
+                        self.buffers.push(Vec::new());
+                    }
+                    let idx = self.buffers.len() - 1;
+                    let b = &mut self.buffers[idx];
+                    let v = View::new_from_bytes(s.as_bytes(), idx as u32, b.len() as u32);
+                    b.extend_from_slice(s.as_bytes());
+                    self.seen.insert(s.into(), v);
+                    v
+                }
+            };
+            self.last = Some((s.into(), v));
             v
         };
         self.views.push(view);
@@ -72,7 +95,11 @@ impl Text {
         let arr = Utf8ViewArray::try_new(
             ArrowDataType::Utf8View,
             self.views.into(),
-            vec![self.bytes.into()].into(),
+            self.buffers
+                .into_iter()
+                .map(Into::into)
+                .collect::<Vec<_>>()
+                .into(),
             self.validity.map(Into::into),
         )?;
         Ok(StringChunked::with_chunk(name.into(), arr)
@@ -307,7 +334,8 @@ mod tests {
         for v in vals {
             t.push(v);
         }
-        assert_eq!(t.bytes.len(), long.len() + "another long string here".len());
+        let stored: usize = t.buffers.iter().map(Vec::len).sum();
+        assert_eq!(stored, long.len() + "another long string here".len());
         let c = t.finish("x").unwrap();
         let got: Vec<Option<&str>> = c.str().unwrap().iter().collect();
         assert_eq!(got, vals);

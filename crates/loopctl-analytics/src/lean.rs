@@ -52,17 +52,67 @@ impl Facts {
     }
 }
 
-/// A derived step: names are indexes into the run's names.
+/// A derived step in 48 bytes (a large log holds millions): names are indexes into the run's
+/// names, and `has` says which of the optional values are there.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Step {
-    pub iteration: Option<u64>,
-    pub started: Option<Ts>,
-    pub ended: Option<Ts>,
-    pub duration_ms: Option<u64>,
+    iteration: u64,
+    started: i64,
+    ended: i64,
+    duration_ms: u64,
     pub name: u32,
     pub phase: u32,
     pub attempt: u32,
+    has: u8,
     pub failed: bool,
+}
+
+const ITERATION: u8 = 1;
+const STARTED: u8 = 2;
+const ENDED: u8 = 4;
+const DURATION: u8 = 8;
+
+impl Step {
+    fn get<T>(&self, bit: u8, v: T) -> Option<T> {
+        (self.has & bit != 0).then_some(v)
+    }
+
+    fn set<T: Default>(&mut self, bit: u8, v: Option<T>) -> T {
+        match v {
+            Some(v) => {
+                self.has |= bit;
+                v
+            }
+            None => {
+                self.has &= !bit;
+                T::default()
+            }
+        }
+    }
+
+    pub fn iteration(&self) -> Option<u64> {
+        self.get(ITERATION, self.iteration)
+    }
+
+    pub fn started(&self) -> Option<Ts> {
+        self.get(STARTED, Ts(self.started))
+    }
+
+    pub fn ended(&self) -> Option<Ts> {
+        self.get(ENDED, Ts(self.ended))
+    }
+
+    pub fn duration_ms(&self) -> Option<u64> {
+        self.get(DURATION, self.duration_ms)
+    }
+
+    fn set_ended(&mut self, ts: Option<Ts>) {
+        self.ended = self.set(ENDED, ts.map(|t| t.0));
+    }
+
+    fn set_duration(&mut self, d: Option<u64>) {
+        self.duration_ms = self.set(DURATION, d);
+    }
 }
 
 /// One run, folded lean.
@@ -71,8 +121,10 @@ pub struct LeanRun {
     pub facts: Facts,
     /// Explicit attempts (when there are any, they are the run's phases).
     pub attempts: Vec<Attempt>,
-    /// Derived steps, kept only while the run has no explicit attempt.
+    /// Derived steps, kept only while the run has no explicit attempt (and the phases are
+    /// read: `Lean::new`).
     pub steps: Vec<Step>,
+    no_steps: bool,
     pub names: Vec<Name>,
     last_seq: Option<u64>,
     iteration: u64,
@@ -193,6 +245,7 @@ impl LeanRun {
             ev.kind,
             Kind::PhaseStarted | Kind::PhaseFinished | Kind::PhaseRetry
         ) && self.attempts.is_empty()
+            && !self.no_steps
             && let Some(name) = ev.step.as_deref()
         {
             self.step(ev, name);
@@ -301,14 +354,14 @@ impl LeanRun {
         let same = self
             .open_step
             .and_then(|i| self.steps.get_mut(i))
-            .filter(|st| st.name == name && st.iteration == iteration && st.phase == phase);
+            .filter(|st| st.name == name && st.iteration() == iteration && st.phase == phase);
         let idx = match same {
             Some(st) => {
-                st.ended = ev.ts.or(st.ended);
-                st.duration_ms = match (st.duration_ms, delta) {
+                st.set_ended(ev.ts.or(st.ended()));
+                st.set_duration(match (st.duration_ms(), delta) {
                     (Some(a), Some(b)) => Some(a.saturating_add(b)),
                     (a, b) => a.or(b),
-                };
+                });
                 self.open_step.unwrap_or(0)
             }
             None => {
@@ -323,16 +376,22 @@ impl LeanRun {
                         1
                     }
                 };
-                self.steps.push(Step {
-                    iteration,
-                    started: self.prev_ts.or(ev.ts),
-                    ended: ev.ts,
-                    duration_ms: delta,
+                let mut st = Step {
+                    iteration: 0,
+                    started: 0,
+                    ended: 0,
+                    duration_ms: 0,
                     name,
                     phase,
                     attempt,
+                    has: 0,
                     failed: false,
-                });
+                };
+                st.iteration = st.set(ITERATION, iteration);
+                st.started = st.set(STARTED, self.prev_ts.or(ev.ts).map(|t| t.0));
+                st.set_ended(ev.ts);
+                st.set_duration(delta);
+                self.steps.push(st);
                 self.steps.len() - 1
             }
         };
@@ -351,13 +410,16 @@ impl LeanRun {
 #[derive(Debug, Clone, Default)]
 pub struct Lean {
     default_run: String,
+    phases: bool,
     pub runs: FxHashMap<String, LeanRun>,
 }
 
 impl Lean {
-    pub fn new(default_run: &str) -> Lean {
+    /// `phases`: derive the runs' steps (the `phases` table is read).
+    pub fn new(default_run: &str, phases: bool) -> Lean {
         Lean {
             default_run: default_run.to_string(),
+            phases,
             runs: FxHashMap::default(),
         }
     }
@@ -368,7 +430,10 @@ impl Projection for Lean {
         let key = ev.run_id.as_deref().unwrap_or(&self.default_run);
         let r = match self.runs.get_mut(key) {
             Some(r) => r,
-            None => self.runs.entry(key.to_string()).or_default(),
+            None => self.runs.entry(key.to_string()).or_insert_with(|| LeanRun {
+                no_steps: !self.phases,
+                ..LeanRun::default()
+            }),
         };
         r.apply(ev);
     }
@@ -376,7 +441,7 @@ impl Projection for Lean {
 
 impl Split for Lean {
     fn fork(&self) -> Self {
-        Lean::new(&self.default_run)
+        Lean::new(&self.default_run, self.phases)
     }
     fn join(&mut self, other: Self) {
         self.runs.extend(other.runs);

@@ -60,6 +60,16 @@ fn assert_lean_is_full(paths: &[PathBuf]) -> usize {
         phases(&lean),
         phases(&full)
     );
+    // Without the phases table no step is derived; the runs are the same.
+    let runs_only = tables(
+        paths,
+        Needs {
+            phases: None,
+            ..lean_needs()
+        },
+    );
+    assert!(runs(&runs_only).equals_missing(&runs(&full)), "{paths:?}");
+    assert_eq!(runs_only.phases.height(), 0);
     full.phases.height()
 }
 
