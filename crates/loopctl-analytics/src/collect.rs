@@ -11,7 +11,7 @@ use loopctl_core::fold::trace::{Attempt, Trace, Traces};
 use loopctl_core::fold::{Line, Projection, Split};
 use loopctl_core::{Dialect, Event, FindingKind, Replay, RunState};
 use loopctl_store::discover::{self, RunRef};
-use loopctl_store::fold::fold_runs;
+use loopctl_store::fold::{each_run, fold_file};
 use loopctl_store::read::ReadOptions;
 use loopctl_store::snapshot::salvage_max_iterations;
 use rustc_hash::FxHashMap;
@@ -169,19 +169,27 @@ fn collect_with<P: Split>(
         ..Collected::default()
     };
     // Batches bound the memory held by folded logs not yet turned into rows.
-    let batch = opts.read.threads.max(1) * 32;
+    let batch = opts.read.threads.max(1) * 256;
     for group in logs.chunks(batch) {
-        let folded = fold_runs(group, &opts.read, |r| {
-            (
+        // Each log's size is asked on the thread that folds it: on a root of many small logs
+        // asking them all on one thread was a fifth of the time.
+        let folded = each_run(group, opts.read.threads, |r| {
+            let size = std::fs::metadata(&r.log).map_or(0, |m| m.len());
+            let read = ReadOptions {
+                default_run: r.name.clone(),
+                ..opts.read.clone()
+            };
+            let p = (
                 Replay::new(&r.name),
                 make(&r.name),
                 Extras::new(&r.name, opts.events()),
-            )
+            );
+            (size, fold_file(&r.log, &read, p))
         });
         let mut batch = Batch::new(opts);
-        for (run, res) in group.iter().zip(folded) {
+        for (run, (size, res)) in group.iter().zip(folded) {
             out.files += 1;
-            out.bytes += std::fs::metadata(&run.log).map_or(0, |m| m.len());
+            out.bytes += size;
             let first = batch.events.len();
             match res {
                 Ok((replay, p, extras)) => take_log(

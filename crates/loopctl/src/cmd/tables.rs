@@ -87,11 +87,16 @@ pub fn read_for(
             named.join(", ")
         ));
     }
-    let total: u64 = logs
-        .iter()
-        .map(|l| std::fs::metadata(&l.log).map_or(0, |m| m.len()))
-        .sum();
-    let bar = progress_bar(total, r.quiet || logs.is_empty());
+    let quiet = r.quiet || logs.is_empty() || !std::io::stderr().is_terminal();
+    // The sizes only for a bar shown: asking each log's on one thread is slow on large roots.
+    let total: u64 = if quiet {
+        0
+    } else {
+        logs.iter()
+            .map(|l| std::fs::metadata(&l.log).map_or(0, |m| m.len()))
+            .sum()
+    };
+    let bar = progress_bar(total, quiet);
     let opts = Options {
         read: ctx.read.clone(),
         needs,
