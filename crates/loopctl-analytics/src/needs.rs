@@ -28,6 +28,25 @@ impl Columns {
             .is_none_or(|c| c.iter().any(|n| n == column))
     }
 
+    /// Every column of `df` but `skip`.
+    pub fn all_but(df: &DataFrame, skip: &[&str]) -> Columns {
+        Columns(Some(
+            df.get_column_names()
+                .iter()
+                .map(|n| n.to_string())
+                .filter(|n| !skip.contains(&n.as_str()))
+                .collect(),
+        ))
+    }
+
+    /// These columns and `name`.
+    pub fn with(mut self, name: &str) -> Columns {
+        if let Some(c) = &mut self.0 {
+            c.push(name.to_string());
+        }
+        self
+    }
+
     fn add(&mut self, other: Columns) {
         match (&mut self.0, other.0) {
             (Some(a), Some(b)) => a.extend(b),

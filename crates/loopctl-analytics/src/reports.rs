@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use polars::prelude::*;
 
+use crate::needs::{Columns, Needs};
 use crate::tables::Tables;
 
 /// Every report, in the order the summary shows them: (name, what it answers).
@@ -53,6 +54,47 @@ fn desc(cols: &[&str], descending: &[bool]) -> (Vec<PlSmallStr>, SortMultipleOpt
 fn sorted(lf: LazyFrame, cols: &[&str], descending: &[bool]) -> LazyFrame {
     let (c, o) = desc(cols, descending);
     lf.sort(c, o)
+}
+
+/// What `aggregate` reads for one report (`Some(name)`), a `--by` grouping, or the summary
+/// (neither): the phases table only for the reports over phases, the stagnation verdicts and
+/// the phases' scores only for the reports on them; a column `wheres` filters on is read.
+pub fn needs(report: Option<&str>, by: &[String], wheres: &[(String, String)]) -> Needs {
+    let mut n = match (report, table_for(by)) {
+        (None, "runs") if !by.is_empty() => Needs {
+            runs: Some(Columns::all()),
+            phases: None,
+            events: None,
+        },
+        (None, "events") => Needs::all(),
+        (None, _) => Needs::runs_and_phases(),
+        (Some(r), _) => {
+            let Ok(empty) = Tables::empty() else {
+                return Needs::runs_and_phases();
+            };
+            let runs = match r {
+                "stagnation" => Columns::all(),
+                _ => Columns::all_but(&empty.runs, &["stagnation"]),
+            };
+            let phases = match r {
+                "scores" => Some(Columns::all()),
+                "phase-durations" | "flaky-phases" | "reasons" => {
+                    Some(Columns::all_but(&empty.phases, &["score", "passed"]))
+                }
+                _ => None,
+            };
+            Needs {
+                runs: Some(runs),
+                phases,
+                events: None,
+            }
+        }
+    };
+    for (k, _) in wheres {
+        n.runs = n.runs.map(|c| c.with(k));
+        n.phases = n.phases.map(|c| c.with(k));
+    }
+    n
 }
 
 /// Report `name` over the tables; `None` for a name that is not a report.

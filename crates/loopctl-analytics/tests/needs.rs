@@ -66,6 +66,26 @@ fn every_query_gives_over_what_it_needs_what_it_gives_over_everything() {
     }
 }
 
+/// Equal frames, floats to 1e-9 (polars' parallel group-by sums in any order).
+fn same(a: &DataFrame, b: &DataFrame) -> bool {
+    a.get_column_names() == b.get_column_names()
+        && a.height() == b.height()
+        && a.columns().iter().zip(b.columns()).all(|(x, y)| {
+            if x.dtype() != &DataType::Float64 {
+                return x
+                    .as_materialized_series()
+                    .equals_missing(y.as_materialized_series());
+            }
+            let (x, y) = (x.f64().unwrap(), y.f64().unwrap());
+            x.iter().zip(y.iter()).all(|p| match p {
+                (Some(x), Some(y)) => {
+                    (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-9 * x.abs().max(1.0)
+                }
+                (x, y) => x.is_none() && y.is_none(),
+            })
+        })
+}
+
 fn non_null(df: &DataFrame, column: &str) -> usize {
     let c = df.column(column).unwrap();
     c.len() - c.null_count()
@@ -95,4 +115,32 @@ fn what_a_query_does_not_read_is_not_built() {
     let runs_only = tables(Needs::of_sql("SELECT loop, count(*) FROM runs GROUP BY loop").unwrap());
     assert_eq!(runs_only.phases.height(), 0, "phases built");
     assert_eq!(runs_only.runs.height(), all.runs.height());
+}
+
+#[test]
+fn every_report_gives_over_what_it_needs_what_it_gives_over_everything() {
+    let all = tables(Needs::all());
+    for (name, _) in loopctl_analytics::REPORTS {
+        let needs = loopctl_analytics::reports::needs(Some(name), &[], &[]);
+        let some = tables(needs.clone());
+        let want = loopctl_analytics::report(&all, name).unwrap().unwrap();
+        let got = loopctl_analytics::report(&some, name).unwrap().unwrap();
+        assert!(want.height() > 0, "{name}: no rows, a weak test");
+        assert!(
+            same(&got, &want),
+            "{name} with {needs:?}:\n{}\nwanted\n{}",
+            loopctl_analytics::format::csv(&mut got.clone()),
+            loopctl_analytics::format::csv(&mut want.clone())
+        );
+    }
+    // A report reads only its tables and costly columns; a filter's column is read.
+    let n = loopctl_analytics::reports::needs(Some("success-rate"), &[], &[]);
+    assert!(n.phases.is_none() && n.events.is_none() && !n.runs_reads("stagnation"));
+    let n = loopctl_analytics::reports::needs(Some("phase-durations"), &[], &[]);
+    assert!(n.phases.is_some() && !n.phases_reads("score") && !n.runs_reads("stagnation"));
+    let wheres = [("stagnation".to_string(), "plateau".to_string())];
+    let n = loopctl_analytics::reports::needs(Some("success-rate"), &[], &wheres);
+    assert!(n.runs_reads("stagnation"));
+    let n = loopctl_analytics::reports::needs(None, &[], &[]);
+    assert!(n.runs_reads("stagnation") && n.phases_reads("score") && n.events.is_none());
 }

@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
-use loopctl_analytics::{Filter, REPORTS, aggregate, parse_bound, report, reports::KEYS};
+use loopctl_analytics::{Filter, REPORTS, aggregate, parse_bound, report, reports, reports::KEYS};
 
 use super::Ctx;
-use super::tables::{OutArgs, ReadArgs, print_frame, print_frames, read, tables};
+use super::tables::{OutArgs, ReadArgs, print_frame, print_frames, read_for, tables};
 use crate::exit;
 
 /// Compare runs: success rates, iterations, phase durations, flaky phases, reasons, scores,
@@ -90,8 +90,9 @@ pub fn filter(
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let filter = filter(a.since.as_deref(), a.until.as_deref(), &a.wheres)?;
-    let events = a.by.iter().any(|k| k == "event");
-    let collected = read(ctx, &a.paths, &a.read, events)?;
+    // Only what the report (or grouping) reads is built.
+    let needs = reports::needs(a.report.as_deref(), &a.by, &a.wheres);
+    let collected = read_for(ctx, &a.paths, &a.read, needs)?;
     let t = filter.apply(tables(&collected)?)?;
     if !a.by.is_empty() {
         print_frame(&mut aggregate(&t, &a.by)?, &a.out)?;
