@@ -8,10 +8,10 @@ use std::sync::Arc;
 use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::analysis::stagnation::{Config, assess};
 use loopctl_core::fold::trace::{Attempt, Trace, Traces};
-use loopctl_core::fold::{Line, Projection, Split};
+use loopctl_core::fold::{Damage, Line, Projection, Split};
 use loopctl_core::{Dialect, Event, FindingKind, Replay, RunState};
 use loopctl_store::discover::{self, RunRef};
-use loopctl_store::fold::{each_run, fold_file};
+use loopctl_store::fold::fold_runs;
 use loopctl_store::read::ReadOptions;
 use loopctl_store::snapshot::salvage_max_iterations;
 use rustc_hash::FxHashMap;
@@ -171,34 +171,24 @@ fn collect_with<P: Split>(
     // Batches bound the memory held by folded logs not yet turned into rows.
     let batch = opts.read.threads.max(1) * 256;
     for group in logs.chunks(batch) {
-        // Each log's size is asked on the thread that folds it: on a root of many small logs
-        // asking them all on one thread was a fifth of the time.
-        let folded = each_run(group, opts.read.threads, |r| {
-            let size = std::fs::metadata(&r.log).map_or(0, |m| m.len());
-            let read = ReadOptions {
-                default_run: r.name.clone(),
-                ..opts.read.clone()
-            };
-            let p = (
+        let folded = fold_runs(group, &opts.read, |r| {
+            (
                 Replay::new(&r.name),
                 make(&r.name),
                 Extras::new(&r.name, opts.events()),
-            );
-            (size, fold_file(&r.log, &read, p))
+            )
         });
         let mut batch = Batch::new(opts);
-        for (run, (size, res)) in group.iter().zip(folded) {
+        for (run, res) in group.iter().zip(folded) {
             out.files += 1;
-            out.bytes += size;
             let first = batch.events.len();
             match res {
-                Ok((replay, p, extras)) => take_log(
-                    &mut out,
-                    &mut batch,
-                    run,
-                    (replay, runs_of(p), extras),
-                    opts,
-                )?,
+                Ok((replay, p, extras)) => {
+                    // Its size from its lines: a statx per log was a tenth of a large root.
+                    out.bytes += extras.end;
+                    let runs = runs_of(p);
+                    take_log(&mut out, &mut batch, run, (replay, runs, extras), opts)?
+                }
                 Err(e) => out.unreadable.push((run.log.clone(), e.to_string())),
             }
             // A log's events in file order (its runs interleave in a merged log), as the
@@ -466,6 +456,8 @@ struct Extras {
     blank: Arc<str>,
     events: bool,
     runs: FxHashMap<String, RunExtra>,
+    /// The end of the last line read: the bytes of the log (for the progress).
+    end: u64,
 }
 
 #[derive(Default)]
@@ -483,12 +475,14 @@ impl Extras {
             blank: Arc::from(""),
             events,
             runs: FxHashMap::default(),
+            end: 0,
         }
     }
 }
 
 impl Projection for Extras {
     fn event(&mut self, line: Line, ev: &Event<'_>) {
+        self.end = self.end.max(line.end());
         let id = ev.run_id.as_deref().unwrap_or(&self.default_run);
         let x = match self.runs.get_mut(id) {
             Some(x) => x,
@@ -516,6 +510,14 @@ impl Projection for Extras {
             });
         }
     }
+
+    fn damaged(&mut self, line: Line, _damage: &Damage) {
+        self.end = self.end.max(line.end());
+    }
+
+    fn blank(&mut self, line: Line) {
+        self.end = self.end.max(line.end());
+    }
 }
 
 impl Split for Extras {
@@ -523,6 +525,7 @@ impl Split for Extras {
         Extras::new(&self.default_run, self.events)
     }
     fn join(&mut self, other: Self) {
+        self.end = self.end.max(other.end);
         self.runs.extend(other.runs);
     }
 }

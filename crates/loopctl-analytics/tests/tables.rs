@@ -294,3 +294,20 @@ print(json.dumps(res))
     let its: u64 = u64s(&t.runs, "iterations").iter().flatten().sum();
     assert_eq!(v["iterations"], its);
 }
+
+#[test]
+fn the_bytes_read_are_the_logs_sizes() {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(repo().join("fixtures"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("history.jsonl").is_file())
+        .collect();
+    let c = read(&dirs);
+    let sizes: u64 = dirs
+        .iter()
+        .map(|d| std::fs::metadata(d.join("history.jsonl")).unwrap().len())
+        .sum();
+    assert!(c.files > 10);
+    assert_eq!(c.bytes, sizes);
+}
