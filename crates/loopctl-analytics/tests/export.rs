@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use loopctl_analytics::export::events_streamed;
-use loopctl_analytics::{Collected, ExportOptions, Options, Tables, collect, export, logs_of};
+use loopctl_analytics::{
+    Collected, ExportOptions, Needs, Options, Tables, collect, export, logs_of,
+};
 use loopctl_store::read::ReadOptions;
 use polars::prelude::*;
 
@@ -18,7 +20,11 @@ fn read(paths: &[PathBuf], events: bool) -> Collected {
     assert!(bad.is_empty(), "{bad:?}");
     let opts = Options {
         read: Default::default(),
-        events,
+        needs: if events {
+            Needs::all()
+        } else {
+            Needs::runs_and_phases()
+        },
         stagnation: Default::default(),
     };
     collect(&logs, &opts, |_, _| {}).unwrap()
