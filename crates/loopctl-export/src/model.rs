@@ -31,9 +31,11 @@ mod key;
 mod labels;
 mod merge;
 mod observe;
+mod packed;
 
 use caps::Caps;
 use key::{Key, Label};
+use packed::{Interner, RunContribution};
 
 pub use labels::finding_label;
 use labels::{event_label, loop_label, loop_label_ref, usage_extras};
@@ -375,7 +377,8 @@ pub struct RunMetrics {
     pub loop_label: String,
     /// The label before the `--max-loops` cap (`loop_label` is it, or `other`).
     raw_label: String,
-    contribution: Contribution,
+    /// Packed once the run has ended.
+    contribution: RunContribution,
     /// `None` once the run has ended; a fresh one if it starts again.
     live: Option<Box<Live>>,
 }
@@ -453,9 +456,14 @@ pub struct MetricState {
     /// Full label values (with `loop`) to value.
     totals: HashMap<SeriesKey, Val>,
     caps: Caps,
+    /// The label values of the runs' packed contributions.
+    labels: Interner,
     /// A log folded alone (`alone`): no totals kept; `absorb` adds them up from the
     /// contributions.
     alone: bool,
+    /// Ended runs keep their contribution unpacked: the tests' oracle (packing changes no
+    /// value).
+    keep_open: bool,
 }
 
 impl MetricState {
@@ -486,9 +494,10 @@ impl MetricState {
         }
         for (id, r) in src.runs {
             self.running.remove(&(source, id));
-            for (key, val) in &r.contribution.0 {
-                bump(&mut self.totals, key.full(&r.loop_label), val, -1);
-            }
+            let totals = &mut self.totals;
+            r.contribution.for_each(&self.labels, |key, val| {
+                bump(totals, key.full(&r.loop_label), val, -1);
+            });
         }
     }
 
@@ -565,7 +574,7 @@ impl MetricState {
                     loop_label: self.admit_loop(raw.clone()),
                     raw_label: raw,
                     state,
-                    contribution: Contribution::default(),
+                    contribution: RunContribution::default(),
                     live: Some(Box::default()),
                 };
                 self.add(&mut r, Key::new(Metric::RunsStarted), Delta::Count(1));
@@ -609,7 +618,7 @@ impl MetricState {
         if !self.alone {
             bump_delta(&mut self.totals, key.full(&run.loop_label), d, m);
         }
-        bump_delta(&mut run.contribution.0, key, d, m);
+        bump_delta(&mut run.contribution.open(&self.labels).0, key, d, m);
     }
 
     fn fold(&mut self, run: &mut RunMetrics, ev: &Event<'_>, keep_seq: Option<u64>, source: &str) {
@@ -640,10 +649,11 @@ impl MetricState {
                 l.admitted.clear();
             }
             if label != run.loop_label && !self.alone {
-                for (key, val) in &run.contribution.0 {
-                    bump(&mut self.totals, key.full(&run.loop_label), val, -1);
-                    bump(&mut self.totals, key.full(&label), val, 1);
-                }
+                let totals = &mut self.totals;
+                run.contribution.for_each(&self.labels, |key, val| {
+                    bump(totals, key.full(&run.loop_label), val, -1);
+                    bump(totals, key.full(&label), val, 1);
+                });
             }
             run.loop_label = label;
         }
@@ -687,6 +697,9 @@ impl MetricState {
         run.live = live;
         if after != Status::Running {
             run.end();
+            if !self.keep_open {
+                run.contribution.pack(&mut self.labels);
+            }
         }
     }
 
@@ -738,3 +751,6 @@ impl MetricState {
 fn runs_key(s: Status) -> Key {
     Key::one(Metric::Runs, Label::Static(s.as_str()))
 }
+
+#[cfg(test)]
+mod tests;

@@ -43,6 +43,7 @@ impl MetricState {
             sources,
             running,
             caps,
+            labels,
             ..
         } = other;
         self.caps.take_in(caps);
@@ -57,12 +58,14 @@ impl MetricState {
             }
             bump(&mut dst.contribution.0, key, &val, 1);
         }
-        for (id, r) in src.runs {
+        for (id, mut r) in src.runs {
             if !self.alone {
-                for (key, val) in &r.contribution.0 {
-                    bump(&mut self.totals, key.full(&r.loop_label), val, 1);
-                }
+                let totals = &mut self.totals;
+                r.contribution.for_each(&labels, |key, val| {
+                    bump(totals, key.full(&r.loop_label), val, 1);
+                });
             }
+            r.contribution.renumber(&labels, &mut self.labels);
             dst.runs.insert(id, r);
         }
         self.running

@@ -1,0 +1,201 @@
+//! An ended run's contribution, packed: a merged log interleaves tens of thousands of runs, and
+//! a contribution as a hash map of some thirty series (a dozen of them histograms) costs about
+//! 6 KB, against a few hundred bytes packed. It is still needed after the end: to take the run
+//! back with its log, to move it to a new `loop` label, and for the events of a run resumed
+//! later (it is unpacked then). Label values are interned per model.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::key::{Key, Label};
+use super::{Contribution, Hist, Metric, Val};
+
+/// Label values by number.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Interner {
+    labels: Vec<Label>,
+    ids: HashMap<Label, u32>,
+}
+
+impl Interner {
+    fn id(&mut self, l: &Label) -> u32 {
+        if let Some(id) = self.ids.get(l) {
+            return *id;
+        }
+        let id = self.labels.len() as u32;
+        self.labels.push(l.clone());
+        self.ids.insert(l.clone(), id);
+        id
+    }
+
+    fn label(&self, id: u64) -> Label {
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| self.labels.get(i))
+            .cloned()
+            .unwrap_or(Label::Static(""))
+    }
+}
+
+/// A run's contribution: a map while the run runs, packed bytes once it has ended (one of the
+/// two empty).
+#[derive(Debug, Clone, Default)]
+pub(super) struct RunContribution {
+    open: Contribution,
+    packed: Option<Box<[u8]>>,
+}
+
+impl RunContribution {
+    #[cfg(test)]
+    pub(super) fn is_packed(&self) -> bool {
+        self.packed.is_some()
+    }
+
+    /// The map, unpacked first if need be.
+    pub(super) fn open(&mut self, labels: &Interner) -> &mut Contribution {
+        if let Some(bytes) = self.packed.take() {
+            self.open.0.extend(Entries::new(&bytes, labels));
+        }
+        &mut self.open
+    }
+
+    pub(super) fn pack(&mut self, labels: &mut Interner) {
+        if self.open.0.is_empty() {
+            return; // packed already, or nothing to pack
+        }
+        self.open(labels);
+        let open = std::mem::take(&mut self.open);
+        self.packed = Some(pack(open.0.iter(), labels));
+    }
+
+    /// Each series and value.
+    pub(super) fn for_each(&self, labels: &Interner, mut f: impl FnMut(&Key, &Val)) {
+        self.open.0.iter().for_each(|(k, v)| f(k, v));
+        if let Some(bytes) = &self.packed {
+            Entries::new(bytes, labels).for_each(|(k, v)| f(&k, &v));
+        }
+    }
+
+    /// Packed with `to`'s label numbers rather than `from`'s (a model folded apart, merged).
+    pub(super) fn renumber(&mut self, from: &Interner, to: &mut Interner) {
+        if let Some(bytes) = &self.packed {
+            let entries: Vec<(Key, Val)> = Entries::new(bytes, from).collect();
+            self.packed = Some(pack(entries.iter().map(|(k, v)| (k, v)), to));
+        }
+    }
+}
+
+fn pack<'a>(entries: impl Iterator<Item = (&'a Key, &'a Val)>, labels: &mut Interner) -> Box<[u8]> {
+    let mut out = Vec::new();
+    for (key, val) in entries {
+        let metric = Metric::ALL
+            .iter()
+            .position(|m| *m == key.metric)
+            .unwrap_or(0);
+        out.push(metric as u8);
+        for l in key.labels() {
+            put(&mut out, u128::from(labels.id(l)));
+        }
+        match val {
+            Val::Count(n) => {
+                out.push(0);
+                put(&mut out, zigzag(i128::from(*n)));
+            }
+            Val::Hist(h) => {
+                out.push(1);
+                put(&mut out, zigzag(i128::from(h.count)));
+                put(&mut out, zigzag(h.sum));
+                let used = h.buckets.iter().filter(|b| **b != 0).count();
+                put(&mut out, used as u128);
+                for (i, b) in h.buckets.iter().enumerate().filter(|(_, b)| **b != 0) {
+                    put(&mut out, i as u128);
+                    put(&mut out, zigzag(i128::from(*b)));
+                }
+            }
+        }
+    }
+    out.into_boxed_slice()
+}
+
+/// The entries of packed bytes.
+struct Entries<'a> {
+    bytes: &'a [u8],
+    labels: &'a Interner,
+}
+
+impl<'a> Entries<'a> {
+    fn new(bytes: &'a [u8], labels: &'a Interner) -> Self {
+        Entries { bytes, labels }
+    }
+
+    fn byte(&mut self) -> Option<u8> {
+        let (b, rest) = self.bytes.split_first()?;
+        self.bytes = rest;
+        Some(*b)
+    }
+
+    fn num(&mut self) -> Option<u128> {
+        let mut n = 0u128;
+        for shift in (0..128).step_by(7) {
+            let b = self.byte()?;
+            n |= u128::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    fn int(&mut self) -> Option<i64> {
+        i64::try_from(unzigzag(self.num()?)).ok()
+    }
+
+    fn entry(&mut self) -> Option<(Key, Val)> {
+        let metric = *Metric::ALL.get(usize::from(self.byte()?))?;
+        let a = self.labels.label(self.num()? as u64);
+        let b = self.labels.label(self.num()? as u64);
+        let key = Key::two(metric, a, b);
+        let val = match self.byte()? {
+            0 => Val::Count(self.int()?),
+            _ => {
+                let count = self.int()?;
+                let sum = unzigzag(self.num()?);
+                let mut buckets = vec![0; metric.buckets().len() + 1];
+                for _ in 0..self.num()? {
+                    let i = usize::try_from(self.num()?).ok()?;
+                    *buckets.get_mut(i)? = self.int()?;
+                }
+                Val::Hist(Hist {
+                    buckets,
+                    count,
+                    sum,
+                })
+            }
+        };
+        Some((key, val))
+    }
+}
+
+impl Iterator for Entries<'_> {
+    type Item = (Key, Val);
+
+    fn next(&mut self) -> Option<(Key, Val)> {
+        // Only `pack` writes these bytes: a short read is the end.
+        self.entry()
+    }
+}
+
+fn put(out: &mut Vec<u8>, mut n: u128) {
+    while n >= 0x80 {
+        out.push((n as u8 & 0x7f) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn zigzag(n: i128) -> u128 {
+    ((n << 1) ^ (n >> 127)) as u128
+}
+
+fn unzigzag(n: u128) -> i128 {
+    ((n >> 1) as i128) ^ -((n & 1) as i128)
+}

@@ -1,0 +1,157 @@
+//! Packing an ended run's contribution changes no value: merged logs whose runs end, resume
+//! (some under a new alias) and end again give the series of a model that packs nothing,
+//! folded in one pass or in shards merged, and leave nothing behind when their log is dropped.
+
+use proptest::prelude::*;
+
+use super::*;
+
+const RUNS: &[&str] = &[
+    "billing-20260101-000001",
+    "billing-20260101-000002",
+    "9f8e7d",
+    "search-20260102-000003",
+];
+
+/// One event of a generated log: (run, kind, variant, seq repeated).
+type Step = (usize, u8, u8, bool);
+
+fn lines(steps: &[Step]) -> Vec<String> {
+    let mut seqs = [0u64; 4];
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, &(run, kind, variant, repeat))| {
+            if !repeat {
+                seqs[run] += 1;
+            }
+            let step = ["build", "test"][usize::from(variant % 2)];
+            let (event, payload) = match kind {
+                0 if variant % 3 == 0 => ("run_started", r#"{"task":"t"}"#.to_string()),
+                0 => (
+                    "run_started",
+                    format!(r#"{{"task_alias":"{}"}}"#, ["billing", "ops"][usize::from(variant % 2)]),
+                ),
+                1 => ("run_resumed", "{}".to_string()),
+                2 => ("phase_started", "{}".to_string()),
+                3 => ("phase_finished", r#"{"stop_reason":"end_turn"}"#.to_string()),
+                4 => (
+                    "evaluation_done",
+                    format!(r#"{{"score":0.{variant},"passed":{}}}"#, variant > 5),
+                ),
+                5 => ("stopped", r#"{"reason":"user_stop"}"#.to_string()),
+                6 => ("failed", r#"{"error":"boom"}"#.to_string()),
+                _ => (
+                    "usage",
+                    format!(r#"{{"usage":{{"input_tokens":{variant},"output_tokens":3}},"cost_usd":0.25}}"#),
+                ),
+            };
+            format!(
+                r#"{{"v":1,"seq":{},"ts":"2026-01-01T00:{:02}:{:02}.000Z","run_id":"{}","event":"{event}","step":"{step}","iteration":1,"payload":{payload}}}"#,
+                seqs[run],
+                i / 60 % 60,
+                i % 60,
+                RUNS[run],
+            )
+        })
+        .collect()
+}
+
+fn fold(m: &mut MetricState, source: SourceId, lines: &[String]) {
+    for l in lines {
+        if let Ok(ev) = loopctl_core::parse_line(l) {
+            m.apply(source, &ev);
+        }
+    }
+}
+
+fn series(m: &MetricState) -> Vec<(SeriesKey, Val)> {
+    m.series()
+        .into_iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn unpacked() -> MetricState {
+    let mut m = MetricState::new(Options::default());
+    m.keep_open = true;
+    m
+}
+
+fn check(steps: &[Step]) {
+    let lines = lines(steps);
+    let mut oracle = unpacked();
+    let s = oracle.add_source("merged");
+    fold(&mut oracle, s, &lines);
+
+    let mut m = MetricState::new(Options::default());
+    let s = m.add_source("merged");
+    fold(&mut m, s, &lines);
+    assert_eq!(series(&m), series(&oracle));
+
+    // In two shards by run, folded alone and merged, as the start-up folds a large log.
+    let mut shards = [0, 1].map(|_| MetricState::alone(&Options::default(), "merged"));
+    for l in &lines {
+        if let Ok(ev) = loopctl_core::parse_line(l) {
+            let run = ev.run_id.as_deref().unwrap_or("");
+            shards[usize::from(run.len() % 2 == 0)].apply(0, &ev);
+        }
+    }
+    let [mut a, b] = shards;
+    a.join(b);
+    let mut merged = MetricState::new(Options::default());
+    let s2 = merged.add_source("merged");
+    assert!(merged.absorb(s2, a).is_ok());
+    assert_eq!(series(&merged), series(&oracle));
+
+    m.drop_source(s);
+    merged.drop_source(s2);
+    assert!(m.series().is_empty(), "{:?}", m.series());
+    assert!(merged.series().is_empty(), "{:?}", merged.series());
+}
+
+#[test]
+fn a_run_ended_resumed_under_a_new_alias_and_ended_again_counts_as_unpacked() {
+    // The bare id runs, stops (packed under the folder's label), is resumed naming its alias
+    // (everything it contributed moves to `billing`), runs a phase and fails.
+    let steps = [
+        (2, 2, 0, false),
+        (2, 3, 0, false),
+        (2, 4, 3, false),
+        (2, 7, 4, false),
+        (2, 5, 0, false),
+        (0, 0, 3, false),
+        (2, 0, 4, false),
+        (2, 2, 1, false),
+        (2, 3, 1, false),
+        (2, 4, 8, false),
+        (2, 6, 0, false),
+        (2, 7, 2, false),
+    ];
+    check(&steps);
+    let mut m = MetricState::new(Options::default());
+    let s = m.add_source("merged");
+    fold(&mut m, s, &lines(&steps[..5]));
+    let run = m
+        .runs()
+        .find(|(_, r)| r.state.run_id == "9f8e7d")
+        .unwrap()
+        .1;
+    assert!(run.contribution.is_packed(), "an ended run is packed");
+    let key = |l: &str| (Metric::Evaluations, vec![l.to_string(), "fail".to_string()]);
+    assert_eq!(m.get(&key("merged")), Some(&Val::Count(1)));
+    fold(&mut m, s, &lines(&steps)[5..]);
+    assert_eq!(m.get(&key("merged")), None);
+    assert_eq!(m.get(&key("billing")), Some(&Val::Count(1)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn packing_ended_runs_changes_no_series(
+        steps in prop::collection::vec((0usize..4, 0u8..8, 0u8..10, prop::bool::weighted(0.05)), 0..120)
+    ) {
+        check(&steps);
+    }
+}
