@@ -56,20 +56,32 @@ pub(crate) fn pieces_between(
     end: u64,
     lines_before: u64,
     max_line: usize,
+    f: impl FnMut(Piece<'_>),
+) -> Result<()> {
+    let file = File::open(path).map_err(io_err(path))?;
+    let size = file.metadata().map_err(io_err(path))?.len();
+    pieces_of(file, size, path, start, end, lines_before, max_line, f)
+}
+
+/// `pieces_between` on `file`, opened from `path`, of `size` bytes (its metadata, read by the
+/// caller: no second look).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pieces_of(
+    mut file: File,
+    size: u64,
+    path: &Path,
+    start: u64,
+    end: u64,
+    lines_before: u64,
+    max_line: usize,
     mut f: impl FnMut(Piece<'_>),
 ) -> Result<()> {
-    let mut file = File::open(path).map_err(io_err(path))?;
     if start > 0 {
         file.seek(SeekFrom::Start(start)).map_err(io_err(path))?;
     }
     let mut sp = Splitter::starting_at(max_line, start, lines_before);
     // Small logs (a run folder's) get a buffer their size: `list` reads thousands of them.
-    let len = file
-        .metadata()
-        .map_err(io_err(path))?
-        .len()
-        .min(end)
-        .saturating_sub(start);
+    let len = size.min(end).saturating_sub(start);
     let mut file = file.take(len);
     let mut buf = vec![0u8; (len as usize).saturating_add(1).min(CHUNK)];
     loop {

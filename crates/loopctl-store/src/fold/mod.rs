@@ -52,14 +52,27 @@ pub fn fold_file<P: Split>(path: &Path, opts: &ReadOptions, p: P) -> Result<P> {
 
 /// `fold_file` from `start`.
 pub fn fold_file_from<P: Split>(path: &Path, start: Start, opts: &ReadOptions, p: P) -> Result<P> {
+    let mut p = p;
     // One thread needs no look at the size: `list` folds thousands of small logs.
     if opts.threads > 1 {
-        let size = std::fs::metadata(path).map_err(io_err(path))?.len();
+        // Opened and looked at once (not a stat by path, then an open and a stat again).
+        let file = File::open(path).map_err(io_err(path))?;
+        let size = file.metadata().map_err(io_err(path))?.len();
         if size.saturating_sub(start.offset) >= PARALLEL_MIN {
             return fold_parallel(path, start, opts, p, opts.threads, RUN_CHUNK);
         }
+        crate::read::pieces_of(
+            file,
+            size,
+            path,
+            start.offset,
+            u64::MAX,
+            start.line,
+            opts.max_line,
+            |piece| feed_piece(&mut p, piece),
+        )?;
+        return Ok(p);
     }
-    let mut p = p;
     fold_between(path, start, u64::MAX, opts.max_line, &mut p)?;
     Ok(p)
 }
