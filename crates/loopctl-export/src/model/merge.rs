@@ -58,14 +58,15 @@ impl MetricState {
             }
             bump(&mut dst.contribution.0, key, &val, 1);
         }
+        let mut renumbered = Vec::new();
         for (id, mut r) in src.runs {
-            if !self.alone {
-                let totals = &mut self.totals;
-                r.contribution.for_each(&labels, |key, val| {
-                    bump(totals, key.full(&r.loop_label), val, 1);
-                });
-            }
-            r.contribution.renumber(&labels, &mut self.labels);
+            let totals = &mut self.totals;
+            let label = &r.loop_label;
+            let mut add =
+                |key: &super::Key, val: &super::Val| bump(totals, key.full(label), val, 1);
+            let f: Option<&mut super::packed::Visit<'_>> = (!self.alone).then_some(&mut add);
+            r.contribution
+                .renumber(&labels, &mut self.labels, &mut renumbered, f);
             dst.runs.insert(id, r);
         }
         self.running

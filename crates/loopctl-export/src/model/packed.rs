@@ -36,6 +36,9 @@ impl Interner {
     }
 }
 
+/// Called on each series and value of a contribution.
+pub(super) type Visit<'a> = dyn FnMut(&Key, &Val) + 'a;
+
 /// A run's contribution: a map while the run runs, packed bytes once it has ended (one of the
 /// two empty).
 #[derive(Debug, Clone, Default)]
@@ -75,13 +78,56 @@ impl RunContribution {
         }
     }
 
-    /// Packed with `to`'s label numbers rather than `from`'s (a model folded apart, merged).
-    pub(super) fn renumber(&mut self, from: &Interner, to: &mut Interner) {
-        if let Some(bytes) = &self.packed {
-            let entries: Vec<(Key, Val)> = Entries::new(bytes, from).collect();
-            self.packed = Some(pack(entries.iter().map(|(k, v)| (k, v)), to));
+    /// Moves the contribution from a model numbering its labels by `from` to one numbering
+    /// them by `to` (a model folded apart, merged), with `f` on each series and value.
+    /// `renumbered` is `from`'s numbers in `to`, filled as they are met: the packed bytes are
+    /// copied with new numbers, not unpacked and packed again.
+    pub(super) fn renumber(
+        &mut self,
+        from: &Interner,
+        to: &mut Interner,
+        renumbered: &mut Vec<Option<u32>>,
+        mut f: Option<&mut Visit<'_>>,
+    ) {
+        if let Some(f) = f.as_deref_mut() {
+            self.open.0.iter().for_each(|(k, v)| f(k, v));
         }
+        let Some(bytes) = &self.packed else {
+            return;
+        };
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut entries = Entries::new(bytes, from);
+        while let Some((metric, ids, value)) = entries.raw() {
+            let labels = ids.map(|id| from.label(id));
+            if let Some(f) = f.as_deref_mut()
+                && let Some(val) = Entries::new(value, from).value(metric)
+            {
+                f(
+                    &Key::two(metric, labels[0].clone(), labels[1].clone()),
+                    &val,
+                );
+            }
+            out.push(metric_byte(metric));
+            for (id, label) in ids.iter().zip(&labels) {
+                let i = usize::try_from(*id).unwrap_or(usize::MAX);
+                if renumbered.len() <= i && i < from.labels.len() {
+                    renumbered.resize(i + 1, None);
+                }
+                let new = match renumbered.get_mut(i) {
+                    Some(Some(n)) => *n,
+                    Some(slot) => *slot.insert(to.id(label)),
+                    None => to.id(label),
+                };
+                put(&mut out, u128::from(new));
+            }
+            out.extend_from_slice(value);
+        }
+        self.packed = Some(out.into_boxed_slice());
     }
+}
+
+fn metric_byte(m: Metric) -> u8 {
+    Metric::ALL.iter().position(|x| *x == m).unwrap_or(0) as u8
 }
 
 fn pack<'a>(entries: impl Iterator<Item = (&'a Key, &'a Val)>, labels: &mut Interner) -> Box<[u8]> {
@@ -149,12 +195,33 @@ impl<'a> Entries<'a> {
         i64::try_from(unzigzag(self.num()?)).ok()
     }
 
-    fn entry(&mut self) -> Option<(Key, Val)> {
+    /// The next entry as stored: its metric, its label numbers and its value's bytes.
+    fn raw(&mut self) -> Option<(Metric, [u64; 2], &'a [u8])> {
         let metric = *Metric::ALL.get(usize::from(self.byte()?))?;
-        let a = self.labels.label(self.num()? as u64);
-        let b = self.labels.label(self.num()? as u64);
-        let key = Key::two(metric, a, b);
-        let val = match self.byte()? {
+        let ids = [self.num()? as u64, self.num()? as u64];
+        let start = self.bytes;
+        if self.byte()? == 0 {
+            self.num()?;
+        } else {
+            self.num()?;
+            self.num()?;
+            for _ in 0..self.num()? {
+                self.num()?;
+                self.num()?;
+            }
+        }
+        let len = start.len() - self.bytes.len();
+        Some((metric, ids, &start[..len]))
+    }
+
+    fn entry(&mut self) -> Option<(Key, Val)> {
+        let (metric, [a, b], value) = self.raw()?;
+        let key = Key::two(metric, self.labels.label(a), self.labels.label(b));
+        Some((key, Entries::new(value, self.labels).value(metric)?))
+    }
+
+    fn value(&mut self, metric: Metric) -> Option<Val> {
+        Some(match self.byte()? {
             0 => Val::Count(self.int()?),
             _ => {
                 let count = self.int()?;
@@ -170,8 +237,7 @@ impl<'a> Entries<'a> {
                     sum,
                 })
             }
-        };
-        Some((key, val))
+        })
     }
 }
 
