@@ -41,15 +41,28 @@ impl Hash for Label {
     /// short, and one multiply-add per word beats hashing every byte.
     fn hash<H: Hasher>(&self, state: &mut H) {
         let b = self.as_str().as_bytes();
-        let word = |part: &[u8]| {
-            let mut w = [0u8; 8];
-            w[..part.len()].copy_from_slice(part);
-            u64::from_le_bytes(w)
-        };
         let n = b.len();
-        state.write_u64(word(&b[..n.min(8)]));
-        state.write_u64(word(&b[n.saturating_sub(8)..]) ^ n as u64);
+        // Fixed-size loads (overlapping when short), no copy of a variable length.
+        let (first, last) = match n {
+            8.. => (load8(b), load8(&b[n - 8..])),
+            4..=7 => (u64::from(load4(b)), u64::from(load4(&b[n - 4..]))),
+            1..=3 => {
+                let w = u64::from(b[0]) | u64::from(b[n / 2]) << 8 | u64::from(b[n - 1]) << 16;
+                (w, 0)
+            }
+            0 => (0, 0),
+        };
+        state.write_u64(first);
+        state.write_u64(last ^ n as u64);
     }
+}
+
+fn load8(b: &[u8]) -> u64 {
+    b.first_chunk::<8>().map_or(0, |w| u64::from_le_bytes(*w))
+}
+
+fn load4(b: &[u8]) -> u32 {
+    b.first_chunk::<4>().map_or(0, |w| u32::from_le_bytes(*w))
 }
 
 const NONE: Label = Label::Static("");
@@ -135,6 +148,34 @@ mod tests {
             Label::Static("error"),
         );
         assert_ne!(set.iter().next(), Some(&c));
+    }
+
+    #[test]
+    fn equal_texts_of_any_length_hash_alike_however_held() {
+        use std::hash::BuildHasher;
+        let h = rustc_hash::FxBuildHasher;
+        let texts: &[&'static str] = &[
+            "",
+            "a",
+            "ab",
+            "abc",
+            "abcd",
+            "abcde",
+            "PLAN",
+            "GENERATE",
+            "end_turn",
+            "REFINE_X",
+            "PREPARE_CHECKS",
+            "cache_creation",
+            "a_much_longer_label_value",
+        ];
+        let mut seen = HashSet::new();
+        for t in texts {
+            let held = Label::Name(Arc::from(*t));
+            assert_eq!(h.hash_one(Label::Static(t)), h.hash_one(&held), "{t:?}");
+            seen.insert(h.hash_one(held));
+        }
+        assert_eq!(seen.len(), texts.len(), "distinct short texts hash apart");
     }
 
     #[test]
