@@ -42,6 +42,9 @@ pub struct ExportOptions {
     pub read: ReadOptions,
     /// Events read per batch, and rows of a row group (a day's events are gathered up to it).
     pub batch_rows: usize,
+    /// Bytes of log a batch stands for, about: logs of long events (large payloads) get
+    /// batches of fewer rows, so what is held stays bounded in bytes too (`rows_for`).
+    pub batch_bytes: usize,
 }
 
 impl Default for ExportOptions {
@@ -49,11 +52,29 @@ impl Default for ExportOptions {
         ExportOptions {
             read: ReadOptions::default(),
             batch_rows: 64 * 1024,
+            batch_bytes: 32 << 20,
         }
     }
 }
 
 impl ExportOptions {
+    /// `batch_rows`, or fewer when the events of `c`'s logs are long: a batch of about
+    /// `batch_bytes` of log, never under `MIN_BATCH_ROWS` rows (row groups stay useful). The
+    /// same logs give the same size, so the same bytes.
+    pub fn rows_for(&self, c: &Collected) -> usize {
+        let events: u64 = c.runs.iter().map(|r| r.events).sum();
+        let per_event = usize::try_from(c.bytes / events.max(1)).unwrap_or(usize::MAX);
+        let by_bytes = (self.batch_bytes / per_event.max(1)).max(MIN_BATCH_ROWS);
+        self.batch_rows.min(by_bytes).max(1)
+    }
+
+    fn sized_for(&self, c: &Collected) -> ExportOptions {
+        ExportOptions {
+            batch_rows: self.rows_for(c),
+            ..self.clone()
+        }
+    }
+
     fn workers(&self) -> usize {
         self.read.threads.clamp(1, 16)
     }
@@ -71,6 +92,9 @@ impl ExportOptions {
         self.batch_rows * (1 + PENDING + 1 + self.in_flight())
     }
 }
+
+/// The fewest rows a batch is cut to for long events.
+const MIN_BATCH_ROWS: usize = 1024;
 
 /// Days' rows waiting for a row group, in batches: above it the largest days go first.
 const PENDING: usize = 2;
@@ -98,6 +122,7 @@ pub fn export(
     progress: impl FnMut(u64, u64),
 ) -> Result<Exported> {
     let t = Tables::of(c)?;
+    let opts = &opts.sized_for(c);
     // `runs` and `phases` are encoded beside the events, on a thread of their own.
     let (tables, events) = std::thread::scope(|s| {
         let tables = s.spawn(|| stage_tables(&t, out));
@@ -593,6 +618,7 @@ fn stream_events(
 /// The `events` table of `c` streamed and gathered (tests: what the export writes, as one
 /// frame in file order).
 pub fn events_streamed(c: &Collected, opts: &ExportOptions) -> Result<DataFrame> {
+    let opts = &opts.sized_for(c);
     let mut all = crate::tables::events(&[])?;
     events::stream(
         c,
@@ -610,6 +636,37 @@ pub fn events_streamed(c: &Collected, opts: &ExportOptions) -> Result<DataFrame>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Logs of `events` events in `bytes` bytes, as the first pass counts them.
+    fn read(events: u64, bytes: u64) -> Collected {
+        let mut c = Collected {
+            bytes,
+            ..Collected::default()
+        };
+        c.runs.push(crate::rows::RunRow {
+            events,
+            ..Default::default()
+        });
+        c
+    }
+
+    #[test]
+    fn long_events_make_batches_of_fewer_rows() {
+        let o = ExportOptions::default();
+        // 300 bytes an event: 64k rows are ~19 MiB, under the byte bound.
+        assert_eq!(o.rows_for(&read(1_000_000, 300_000_000)), 64 * 1024);
+        // 2 KB an event: a batch of 32 MiB holds 16k rows.
+        assert_eq!(o.rows_for(&read(1_000, 2_000_000)), (32 << 20) / 2_000);
+        // Huge events: never under the floor; no events: the rows asked for.
+        assert_eq!(o.rows_for(&read(10, 1 << 30)), MIN_BATCH_ROWS);
+        assert_eq!(o.rows_for(&Collected::default()), 64 * 1024);
+        // Fewer rows asked for than the bytes allow: those.
+        let small = ExportOptions {
+            batch_rows: 7,
+            ..ExportOptions::default()
+        };
+        assert_eq!(small.rows_for(&read(1_000, 2_000_000)), 7);
+    }
 
     /// A row group that never arrives (a worker died) fails the export instead of leaving a
     /// partition without it.

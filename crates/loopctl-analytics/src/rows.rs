@@ -59,7 +59,7 @@ pub fn day_of(ms: i64) -> i32 {
     ms.div_euclid(86_400_000) as i32
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunRow {
     pub run_id: String,
     pub loop_name: String,

@@ -37,6 +37,7 @@ fn options(threads: usize, batch_rows: usize) -> ExportOptions {
             ..ReadOptions::default()
         },
         batch_rows,
+        ..ExportOptions::default()
     }
 }
 
