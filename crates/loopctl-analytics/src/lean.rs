@@ -8,8 +8,7 @@
 //! attempts (`phase_started` / `phase_finished`), and steps derived from events carrying a
 //! `step`. Pure: no I/O.
 
-use loopctl_core::decode::agent_usage::AgentUsage;
-use loopctl_core::fold::trace::{Attempt, Explicit, Name, Trace};
+use loopctl_core::fold::trace::{Attempt, AttemptNumbers, Name, Trace};
 use loopctl_core::fold::{Line, Projection, Split};
 use loopctl_core::{Event, Kind, Ts};
 use rustc_hash::FxHashMap;
@@ -133,7 +132,7 @@ pub struct LeanRun {
     loop_started: bool,
     open_step: Option<usize>,
     prev_ts: Option<Ts>,
-    attempt_count: FxHashMap<(Name, Option<u64>), u64>,
+    attempt_count: AttemptNumbers,
     /// Steps so far by iteration, then (name, quality phase).
     step_count: FxHashMap<Option<u64>, Vec<(u32, u32, u32)>>,
 }
@@ -146,22 +145,9 @@ fn s(v: &Value, k: &str) -> Option<String> {
     }
 }
 
-fn u(v: &Value, k: &str) -> Option<u64> {
-    v.get(k).and_then(Value::as_u64)
-}
-
 fn gap(from: Option<Ts>, to: Option<Ts>) -> Option<u64> {
     let (a, b) = (from?, to?);
     u64::try_from(b.0.checked_sub(a.0)?).ok()
-}
-
-fn marker_text(v: &Value) -> Option<String> {
-    let m = v.get("marker")?;
-    let d = m.get("directive").and_then(Value::as_str)?;
-    Some(match m.get("label").and_then(Value::as_str) {
-        Some(l) if !l.is_empty() => format!("{d}: {l}"),
-        _ => d.to_string(),
-    })
 }
 
 impl LeanRun {
@@ -262,20 +248,6 @@ impl LeanRun {
         self.facts.stop_ts = ev.ts;
     }
 
-    fn attempts_of(&self, name: &Name, iteration: Option<u64>) -> u64 {
-        self.attempt_count
-            .get(&(name.clone(), iteration))
-            .copied()
-            .unwrap_or(0)
-    }
-
-    fn count_attempt(&mut self, name: &Name, iteration: Option<u64>) {
-        *self
-            .attempt_count
-            .entry((name.clone(), iteration))
-            .or_insert(0) += 1;
-    }
-
     fn phase_name(&mut self, ev: &Event<'_>, p: &Value) -> Name {
         let name = match ev.step.as_deref() {
             Some(n) => n.to_string(),
@@ -289,59 +261,12 @@ impl LeanRun {
 
     fn phase_started(&mut self, ev: &Event<'_>, p: &Value) {
         let name = self.phase_name(ev, p);
-        let attempt = u(p, "attempt").unwrap_or_else(|| 1 + self.attempts_of(&name, ev.iteration));
-        self.count_attempt(&name, ev.iteration);
-        self.attempts.push(Attempt {
-            attempt,
-            start_seq: ev.seq,
-            started: ev.ts,
-            explicit: Some(Box::new(Explicit {
-                kind: s(p, "kind"),
-                ..Explicit::default()
-            })),
-            ..Attempt::new(name, ev.iteration)
-        });
+        self.attempt_count.start(&mut self.attempts, name, ev, p);
     }
 
     fn phase_finished(&mut self, ev: &Event<'_>, p: &Value) {
         let name = self.phase_name(ev, p);
-        let open = self.attempts.iter().rposition(|a| {
-            !a.finished
-                && a.name == name
-                && (a.iteration.is_none() || ev.iteration.is_none() || a.iteration == ev.iteration)
-        });
-        let idx = match open {
-            Some(i) => i,
-            None => {
-                let attempt =
-                    u(p, "attempt").unwrap_or_else(|| 1 + self.attempts_of(&name, ev.iteration));
-                self.count_attempt(&name, ev.iteration);
-                self.attempts.push(Attempt {
-                    attempt,
-                    ..Attempt::new(name, ev.iteration)
-                });
-                self.attempts.len() - 1
-            }
-        };
-        let a = &mut self.attempts[idx];
-        a.finished = true;
-        a.end_seq = ev.seq;
-        a.ended = ev.ts;
-        a.duration_ms = u(p, "duration_ms").or_else(|| gap(a.started, a.ended));
-        if a.started.is_none()
-            && let (Some(end), Some(d)) = (a.ended, a.duration_ms)
-        {
-            a.started = i64::try_from(d).ok().map(|d| Ts(end.0.saturating_sub(d)));
-        }
-        a.error = s(p, "error");
-        let x = a.explicit.get_or_insert_with(Box::default);
-        x.exit_code = p.get("exit_code").and_then(Value::as_i64);
-        x.stop_reason = s(p, "stop_reason");
-        x.marker = marker_text(p);
-        x.usage = AgentUsage::from_payload(p);
-        if x.kind.is_none() {
-            x.kind = s(p, "kind");
-        }
+        self.attempt_count.finish(&mut self.attempts, name, ev, p);
     }
 
     /// A derived step, as `Trace` derives it: consecutive events of one step (same iteration

@@ -16,13 +16,16 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 
-use crate::decode::agent_usage::AgentUsage;
 use crate::decode::event::{Event, Kind};
 use crate::decode::lines::{LineText, Piece, Splitter, decode};
 use crate::decode::timestamp::Ts;
 use crate::fold::run_state::Tokens;
 
+mod attempts;
+mod payload;
 mod records;
+pub use attempts::AttemptNumbers;
+use payload::{gap, i, s, u};
 pub use records::{
     At, Attempt, ErrorRecord, Escalation, Evaluation, Explicit, Name, Retry, StopRecord, Switch,
     Transition,
@@ -62,9 +65,8 @@ pub struct Trace {
     pub last_score: f64,
     open_step: Option<usize>,
     prev_ts: Option<Ts>,
-    /// Attempts and steps so far by (name, iteration[, quality phase]): the next one's number
-    /// without a scan of them all (a run can have hundreds of thousands).
-    attempt_count: FxHashMap<(String, Option<u64>), u64>,
+    /// Explicit attempts so far by (name, iteration).
+    attempt_count: AttemptNumbers,
     /// By iteration, then (name, quality phase): an iteration has a handful of steps, and a
     /// look-up by `u64` then a short scan allocates nothing.
     step_count: FxHashMap<Option<u64>, Vec<(Name, Name, u64)>>,
@@ -156,22 +158,6 @@ impl StepEnds {
     }
 }
 
-fn s(v: &Value, k: &str) -> Option<String> {
-    match v.get(k)? {
-        Value::String(t) => Some(t.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-fn u(v: &Value, k: &str) -> Option<u64> {
-    v.get(k).and_then(Value::as_u64)
-}
-
-fn i(v: &Value, k: &str) -> Option<i64> {
-    v.get(k).and_then(Value::as_i64)
-}
-
 fn strings(v: Option<&Value>) -> Vec<String> {
     match v {
         Some(Value::String(t)) => vec![t.clone()],
@@ -239,20 +225,6 @@ fn intern(names: &mut Names, name: &str) -> Name {
         names.more.insert(n.clone());
     }
     n
-}
-
-fn gap(from: Option<Ts>, to: Option<Ts>) -> Option<u64> {
-    let (a, b) = (from?, to?);
-    u64::try_from(b.0.checked_sub(a.0)?).ok()
-}
-
-fn marker_text(v: &Value) -> Option<String> {
-    let m = v.get("marker")?;
-    let d = m.get("directive").and_then(Value::as_str)?;
-    Some(match m.get("label").and_then(Value::as_str) {
-        Some(l) if !l.is_empty() => format!("{d}: {l}"),
-        _ => d.to_string(),
-    })
 }
 
 impl Trace {
@@ -559,22 +531,6 @@ impl Trace {
         self.evaluations.push(e);
     }
 
-    /// Explicit attempts of this phase in this iteration so far.
-    fn attempts_of(&self, name: &str, iteration: Option<u64>) -> u64 {
-        // Keyed by an owned name: a lookup allocates, but only on phase events.
-        self.attempt_count
-            .get(&(name.to_string(), iteration))
-            .copied()
-            .unwrap_or(0)
-    }
-
-    fn count_attempt(&mut self, name: &str, iteration: Option<u64>) {
-        *self
-            .attempt_count
-            .entry((name.to_string(), iteration))
-            .or_insert(0) += 1;
-    }
-
     fn phase_name(&mut self, ev: &Event<'_>, p: &Value) -> Name {
         let name = match ev.step.as_deref() {
             Some(n) => return intern(&mut self.names, n),
@@ -585,64 +541,13 @@ impl Trace {
 
     fn phase_started(&mut self, ev: &Event<'_>, p: &Value) {
         let name = self.phase_name(ev, p);
-        let attempt = u(p, "attempt").unwrap_or_else(|| 1 + self.attempts_of(&name, ev.iteration));
-        self.count_attempt(&name, ev.iteration);
-        self.attempts.push(Attempt {
-            attempt,
-            start_seq: ev.seq,
-            started: ev.ts,
-            explicit: Some(Box::new(Explicit {
-                kind: s(p, "kind"),
-                commit_start: s(p, "commit"),
-                worktree_start: s(p, "worktree"),
-                ..Explicit::default()
-            })),
-            ..Attempt::new(name, ev.iteration)
-        });
+        self.attempt_count.start(&mut self.attempts, name, ev, p);
     }
 
     fn phase_finished(&mut self, ev: &Event<'_>, p: &Value) {
         let name = self.phase_name(ev, p);
-        let open = self.attempts.iter().rposition(|a| {
-            !a.finished
-                && a.name == name
-                && (a.iteration.is_none() || ev.iteration.is_none() || a.iteration == ev.iteration)
-        });
-        let idx = match open {
-            Some(i) => i,
-            None => {
-                let attempt =
-                    u(p, "attempt").unwrap_or_else(|| 1 + self.attempts_of(&name, ev.iteration));
-                self.count_attempt(&name, ev.iteration);
-                self.attempts.push(Attempt {
-                    attempt,
-                    ..Attempt::new(name, ev.iteration)
-                });
-                self.attempts.len() - 1
-            }
-        };
-        let a = &mut self.attempts[idx];
-        a.finished = true;
-        a.end_seq = ev.seq;
-        a.ended = ev.ts;
-        a.duration_ms = u(p, "duration_ms").or_else(|| gap(a.started, a.ended));
-        if a.started.is_none()
-            && let (Some(end), Some(d)) = (a.ended, a.duration_ms)
-        {
-            a.started = i64::try_from(d).ok().map(|d| Ts(end.0.saturating_sub(d)));
-        }
-        a.error = s(p, "error");
-        let x = a.explicit.get_or_insert_with(Box::default);
-        x.exit_code = i(p, "exit_code");
-        x.stop_reason = s(p, "stop_reason");
-        x.verdict = s(p, "verdict");
-        x.marker = marker_text(p);
-        x.commit_end = s(p, "commit");
-        x.worktree_end = s(p, "worktree");
-        x.usage = AgentUsage::from_payload(p);
-        if x.kind.is_none() {
-            x.kind = s(p, "kind");
-        }
+        let idx = self.attempt_count.finish(&mut self.attempts, name, ev, p);
+        let a = &self.attempts[idx];
         if let Some(text) = a.error_text() {
             let rec = ErrorRecord {
                 at: At {
