@@ -8,6 +8,7 @@
 //! attempts (`phase_started` / `phase_finished`), and steps derived from events carrying a
 //! `step`. Pure: no I/O.
 
+use loopctl_core::fold::trace::payload::{gap, s};
 use loopctl_core::fold::trace::{Attempt, AttemptNumbers, Name, Trace};
 use loopctl_core::fold::{Line, Projection, Split};
 use loopctl_core::{Event, Kind, Ts};
@@ -135,19 +136,6 @@ pub struct LeanRun {
     attempt_count: AttemptNumbers,
     /// Steps so far by iteration, then (name, quality phase).
     step_count: FxHashMap<Option<u64>, Vec<(u32, u32, u32)>>,
-}
-
-fn s(v: &Value, k: &str) -> Option<String> {
-    match v.get(k)? {
-        Value::String(t) => Some(t.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-fn gap(from: Option<Ts>, to: Option<Ts>) -> Option<u64> {
-    let (a, b) = (from?, to?);
-    u64::try_from(b.0.checked_sub(a.0)?).ok()
 }
 
 impl LeanRun {

@@ -16,6 +16,7 @@ use crate::analysis::usage::UsageReport;
 use crate::decode::agent_usage::AgentUsage;
 use crate::decode::timestamp::Ts;
 use crate::fold::run_state::{RunState, Status, Tokens};
+use crate::fold::trace::payload::gap;
 use crate::fold::trace::{Attempt, ErrorRecord, Escalation, Evaluation, Retry, Trace, Transition};
 
 /// aif-loop's fallback thresholds when an evaluation states none.
@@ -275,10 +276,6 @@ fn phase_row(a: &Attempt) -> PhaseRow {
         detail: (!notes.is_empty()).then(|| notes.join("; ")),
         usage: x.usage.clone(),
     }
-}
-
-fn gap(a: Option<Ts>, b: Option<Ts>) -> Option<u64> {
-    u64::try_from(b?.0.checked_sub(a?.0)?).ok()
 }
 
 impl Report {

@@ -22,7 +22,7 @@ use crate::decode::timestamp::Ts;
 use crate::fold::run_state::Tokens;
 
 mod attempts;
-mod payload;
+pub mod payload;
 mod records;
 pub use attempts::AttemptNumbers;
 use payload::{gap, i, s, u};
