@@ -14,11 +14,12 @@
 //! projection of the core's fold (`feed::LogFold`): at start-up every log is folded alone by
 //! the store's driver, on all threads, and absorbed into the shared model (`merge`).
 
+use std::collections::BTreeSet;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hash;
 
-use rustc_hash::FxHashMap as HashMap;
+use hashbrown::hash_map::EntryRef;
+use rustc_hash::{FxBuildHasher, FxHashMap as HashMap};
 
 use loopctl_core::analysis::stagnation::{self, Detector};
 use loopctl_core::fold::replay::{FindingKind, seq_step};
@@ -27,15 +28,19 @@ use loopctl_core::fold::trace::{Name, Trace};
 use loopctl_core::{Event, Kind, Ts};
 
 mod caps;
+mod counts;
 mod key;
 mod labels;
 mod merge;
 mod observe;
 mod packed;
+mod totals;
 
 use caps::Caps;
+use counts::EventCounts;
 use key::{Key, Label};
 use packed::{Interner, RunContribution};
+use totals::Totals;
 
 pub use labels::finding_label;
 use labels::{event_label, loop_label, loop_label_ref, usage_extras};
@@ -218,6 +223,18 @@ pub enum Val {
 }
 
 impl Val {
+    /// A zero of the same shape.
+    fn zero_like(&self) -> Val {
+        match self {
+            Val::Count(_) => Val::Count(0),
+            Val::Hist(h) => Val::Hist(Hist {
+                buckets: vec![0; h.buckets.len()],
+                count: 0,
+                sum: 0,
+            }),
+        }
+    }
+
     fn is_zero(&self) -> bool {
         match self {
             Val::Count(n) => *n == 0,
@@ -319,14 +336,7 @@ fn bump<K: Hash + Eq>(map: &mut HashMap<K, Val>, key: K, val: &Val, sign: i64) {
             }
         }
         None => {
-            let mut v = match val {
-                Val::Count(_) => Val::Count(0),
-                Val::Hist(h) => Val::Hist(Hist {
-                    buckets: vec![0; h.buckets.len()],
-                    count: 0,
-                    sum: 0,
-                }),
-            };
+            let mut v = val.zero_like();
             v.add(val, sign);
             if !v.is_zero() {
                 map.insert(key, v);
@@ -379,6 +389,9 @@ pub struct RunMetrics {
     raw_label: String,
     /// Packed once the run has ended.
     contribution: RunContribution,
+    /// Tokens and cost (`TALLIED`), summed in place while the run is folded alone: added to
+    /// its contribution when it ends and when it is merged.
+    tally: [i64; 5],
     /// `None` once the run has ended; a fresh one if it starts again.
     live: Option<Box<Live>>,
 }
@@ -423,6 +436,19 @@ impl RunMetrics {
         Some((&*a.name, a.started?))
     }
 
+    /// Adds the tally to the contribution (`labels`: the model's).
+    fn flush_tally(&mut self, labels: &Interner) {
+        if self.tally == [0; 5] {
+            return;
+        }
+        let c = &mut self.contribution.open(labels).0;
+        for (key, n) in TALLIED.iter().zip(std::mem::take(&mut self.tally)) {
+            if n != 0 {
+                bump_delta(c, key.clone(), Delta::Count(n), key.metric);
+            }
+        }
+    }
+
     /// Drops what only a running run needs.
     fn end(&mut self) {
         self.live = None;
@@ -439,10 +465,13 @@ impl RunMetrics {
 #[derive(Debug, Clone, Default)]
 struct SourceState {
     name: String,
-    /// The log's runs by id. Boxed: a B-tree node holds 11 values inline, and most logs have
-    /// one run.
-    runs: BTreeMap<String, Box<RunMetrics>>,
+    /// The log's runs by id: hashed (a merged log holds tens of thousands, their ids alike
+    /// for most of their length). Boxed: most logs have one run.
+    runs: hashbrown::HashMap<String, Box<RunMetrics>, FxBuildHasher>,
     contribution: Contribution,
+    /// Events read, while the log is folded alone (`MetricState::alone`); its contribution
+    /// takes them in when it is merged.
+    events: EventCounts,
 }
 
 /// Everything the metrics are made of.
@@ -454,7 +483,7 @@ pub struct MetricState {
     /// run.
     running: BTreeSet<(SourceId, String)>,
     /// Full label values (with `loop`) to value.
-    totals: HashMap<SeriesKey, Val>,
+    totals: Totals,
     caps: Caps,
     /// The label values of the runs' packed contributions.
     labels: Interner,
@@ -490,13 +519,13 @@ impl MetricState {
             return;
         };
         for (key, val) in &src.contribution.0 {
-            bump(&mut self.totals, key.full(""), val, -1);
+            self.totals.add(&key.series(""), val, -1);
         }
         for (id, r) in src.runs {
             self.running.remove(&(source, id));
             let totals = &mut self.totals;
             r.contribution.for_each(&self.labels, |key, val| {
-                bump(totals, key.full(&r.loop_label), val, -1);
+                totals.add(&key.series(&r.loop_label), val, -1);
             });
         }
     }
@@ -534,7 +563,7 @@ impl MetricState {
         };
         let m = key.metric;
         if !self.alone {
-            bump_delta(&mut self.totals, key.full(""), d, m);
+            self.totals.apply(&key.series(""), d);
         }
         bump_delta(&mut src.contribution.0, key, d, m);
     }
@@ -556,18 +585,28 @@ impl MetricState {
         let mut runs = std::mem::take(&mut src.runs);
         let name = std::mem::take(&mut src.name);
         let run_id = ev.run_id.as_deref().unwrap_or(&name);
-        self.bump_source(
-            source,
-            Key::two(
-                Metric::Events,
-                Label::Static(ev.dialect.name()),
-                Label::Static(event_label(ev)),
-            ),
-            Delta::Count(1),
-        );
-        let was_running = match runs.get(run_id) {
-            Some(r) => r.state.status == Status::Running,
-            None => {
+        if self.alone {
+            if let Some(Some(src)) = self.sources.get_mut(source) {
+                src.events.count(ev);
+            }
+        } else {
+            self.bump_source(
+                source,
+                Key::two(
+                    Metric::Events,
+                    Label::Static(ev.dialect.name()),
+                    Label::Static(event_label(ev)),
+                ),
+                Delta::Count(1),
+            );
+        }
+        let (run, was_running) = match runs.entry_ref(run_id) {
+            EntryRef::Occupied(e) => {
+                let r = e.into_mut();
+                let was = r.state.status == Status::Running;
+                (r, was)
+            }
+            EntryRef::Vacant(e) => {
                 let state = RunState::new(run_id);
                 let raw = loop_label(&state, &name);
                 let mut r = RunMetrics {
@@ -575,36 +614,34 @@ impl MetricState {
                     raw_label: raw,
                     state,
                     contribution: RunContribution::default(),
+                    tally: [0; 5],
                     live: Some(Box::default()),
                 };
                 self.add(&mut r, Key::new(Metric::RunsStarted), Delta::Count(1));
                 self.add(&mut r, runs_key(Status::Running), Delta::Count(1));
-                runs.insert(run_id.to_string(), Box::new(r));
-                false
+                (e.insert(Box::new(r)), false)
             }
         };
-        if let Some(run) = runs.get_mut(run_id) {
-            let step = seq_step(run.state.events, run.state.last_seq, ev.seq);
-            if let Some((kind, _)) = &step.finding {
-                self.finding(source, *kind, 1);
+        let step = seq_step(run.state.events, run.state.last_seq, ev.seq);
+        if let Some((kind, _)) = &step.finding {
+            self.finding(source, *kind, 1);
+        }
+        if !step.duplicate {
+            if ev.kind == Kind::RunStarted && run.state.loop_started {
+                // A restart (a run is counted once when it first appears, whatever its
+                // first event; a later first `run_started` is that same start).
+                self.add(run, Key::new(Metric::RunsStarted), Delta::Count(1));
             }
-            if !step.duplicate {
-                if ev.kind == Kind::RunStarted && run.state.loop_started {
-                    // A restart (a run is counted once when it first appears, whatever its
-                    // first event; a later first `run_started` is that same start).
-                    self.add(run, Key::new(Metric::RunsStarted), Delta::Count(1));
-                }
-                self.fold(run, ev, step.keep, &name);
-            }
-            // `running` holds the runs whose status is running after their last event.
-            let running = run.state.status == Status::Running;
-            if running != was_running {
-                let key = (source, run_id.to_string());
-                if running {
-                    self.running.insert(key);
-                } else {
-                    self.running.remove(&key);
-                }
+            self.fold(run, ev, step.keep, &name);
+        }
+        // `running` holds the runs whose status is running after their last event.
+        let running = run.state.status == Status::Running;
+        if running != was_running {
+            let key = (source, run_id.to_string());
+            if running {
+                self.running.insert(key);
+            } else {
+                self.running.remove(&key);
             }
         }
         if let Some(Some(src)) = self.sources.get_mut(source) {
@@ -616,7 +653,7 @@ impl MetricState {
     fn add(&mut self, run: &mut RunMetrics, key: Key, d: Delta) {
         let m = key.metric;
         if !self.alone {
-            bump_delta(&mut self.totals, key.full(&run.loop_label), d, m);
+            self.totals.apply(&key.series(&run.loop_label), d);
         }
         bump_delta(&mut run.contribution.open(&self.labels).0, key, d, m);
     }
@@ -651,37 +688,30 @@ impl MetricState {
             if label != run.loop_label && !self.alone {
                 let totals = &mut self.totals;
                 run.contribution.for_each(&self.labels, |key, val| {
-                    bump(totals, key.full(&run.loop_label), val, -1);
-                    bump(totals, key.full(&label), val, 1);
+                    totals.add(&key.series(&run.loop_label), val, -1);
+                    totals.add(&key.series(&label), val, 1);
                 });
             }
             run.loop_label = label;
         }
 
         let f = &ev.facts;
-        for (ty, n) in [("input", f.tokens_in), ("output", f.tokens_out)] {
-            if let Some(n) = n.filter(|n| *n > 0) {
-                self.add(
-                    run,
-                    Key::one(Metric::Tokens, Label::Static(ty)),
-                    Delta::Count(n as i64),
-                );
+        let tokens = |n: Option<u64>| n.filter(|n| *n > 0).map_or(0, |n| n as i64);
+        let (read, creation, cost) = ev.payload.as_deref().map_or((0, 0, None), usage_extras);
+        let amounts = [
+            tokens(f.tokens_in),
+            tokens(f.tokens_out),
+            read as i64,
+            creation as i64,
+            cost.map_or(0, |c| (c * 1e9).round() as i64),
+        ];
+        if self.alone {
+            for (t, n) in run.tally.iter_mut().zip(amounts) {
+                *t += n;
             }
-        }
-        if let Some(p) = ev.payload.as_deref() {
-            let (read, creation, cost) = usage_extras(p);
-            for (ty, n) in [("cache_read", read), ("cache_creation", creation)] {
-                if n > 0 {
-                    self.add(
-                        run,
-                        Key::one(Metric::Tokens, Label::Static(ty)),
-                        Delta::Count(n as i64),
-                    );
-                }
-            }
-            if let Some(c) = cost {
-                let nano = (c * 1e9).round() as i64;
-                self.add(run, Key::new(Metric::Cost), Delta::Count(nano));
+        } else {
+            for (key, n) in TALLIED.iter().zip(amounts).filter(|(_, n)| *n != 0) {
+                self.add(run, key.clone(), Delta::Count(n));
             }
         }
         if let Some(l) = live.as_deref_mut() {
@@ -697,18 +727,25 @@ impl MetricState {
         run.live = live;
         if after != Status::Running {
             run.end();
+            if after != before {
+                run.flush_tally(&self.labels);
+            }
             if !self.keep_open {
                 run.contribution.pack(&mut self.labels);
             }
         }
     }
 
-    /// The runs, for `/api/runs` and the live-run gauges.
+    /// The runs, by log and run id (for `/api/runs`).
     pub fn runs(&self) -> impl Iterator<Item = (SourceId, &RunMetrics)> {
         let sources = self.sources.iter().enumerate();
         sources
             .filter_map(|(i, s)| Some((i, s.as_ref()?)))
-            .flat_map(|(i, s)| s.runs.values().map(move |r| (i, &**r)))
+            .flat_map(|(i, s)| {
+                let mut runs: Vec<_> = s.runs.iter().collect();
+                runs.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                runs.into_iter().map(move |(_, r)| (i, &**r))
+            })
     }
 
     /// Every series with a value, sorted by metric and labels (with `loop` first where the
@@ -747,6 +784,15 @@ impl MetricState {
             .collect()
     }
 }
+
+/// The series of `RunMetrics::tally`.
+const TALLIED: [Key; 5] = [
+    Key::one_static(Metric::Tokens, "input"),
+    Key::one_static(Metric::Tokens, "output"),
+    Key::one_static(Metric::Tokens, "cache_read"),
+    Key::one_static(Metric::Tokens, "cache_creation"),
+    Key::new(Metric::Cost),
+];
 
 fn runs_key(s: Status) -> Key {
     Key::one(Metric::Runs, Label::Static(s.as_str()))

@@ -8,7 +8,8 @@ use std::hash::{Hash, Hasher};
 
 use loopctl_core::fold::trace::Name;
 
-use super::{Metric, SeriesKey};
+use super::Metric;
+use super::totals::SeriesRef;
 
 /// A label value: compared and hashed by its text, whichever way it is held.
 #[derive(Debug, Clone)]
@@ -76,7 +77,14 @@ pub(super) struct Key {
 }
 
 impl Key {
-    pub(super) fn new(metric: Metric) -> Key {
+    pub(super) const fn one_static(metric: Metric, a: &'static str) -> Key {
+        Key {
+            metric,
+            labels: [Label::Static(a), NONE],
+        }
+    }
+
+    pub(super) const fn new(metric: Metric) -> Key {
         Key {
             metric,
             labels: [NONE, NONE],
@@ -108,15 +116,13 @@ impl Key {
         &self.labels[..n.min(2)]
     }
 
-    /// The full series: `loop_label` first where the metric has a `loop` label.
-    pub(super) fn full(&self, loop_label: &str) -> SeriesKey {
-        let own = self.own();
-        let mut labels = Vec::with_capacity(own.len() + 1);
-        if self.metric.has_loop() {
-            labels.push(loop_label.to_string());
+    /// The full series, borrowed: `loop_label` first where the metric has a `loop` label.
+    pub(super) fn series<'a>(&'a self, loop_label: &'a str) -> SeriesRef<'a> {
+        SeriesRef {
+            metric: self.metric,
+            loop_label: self.metric.has_loop().then_some(loop_label),
+            own: self.own(),
         }
-        labels.extend(own.iter().map(|l| l.as_str().to_string()));
-        (self.metric, labels)
     }
 }
 
@@ -125,7 +131,13 @@ mod tests {
     use std::collections::HashSet;
     use std::sync::Arc;
 
+    use super::super::SeriesKey;
+    use super::super::totals::Series;
     use super::*;
+
+    fn full(k: &Key, loop_label: &str) -> SeriesKey {
+        Series::from(&k.series(loop_label)).0
+    }
 
     #[test]
     fn labels_held_either_way_are_one_key() {
@@ -186,27 +198,32 @@ mod tests {
             Label::Static("end_turn"),
         );
         assert_eq!(
-            k.full("aif"),
+            full(&k, "aif"),
             (
                 Metric::Phases,
                 vec!["aif".into(), "PLAN".into(), "end_turn".into()]
             )
         );
         assert_eq!(
-            Key::new(Metric::RunsStarted).full("aif"),
+            full(&Key::new(Metric::RunsStarted), "aif"),
             (Metric::RunsStarted, vec!["aif".to_string()])
         );
         assert_eq!(
-            Key::two(
-                Metric::Events,
-                Label::Static("native"),
-                Label::Static("stopped")
-            )
-            .full("aif"),
+            full(
+                &Key::two(
+                    Metric::Events,
+                    Label::Static("native"),
+                    Label::Static("stopped")
+                ),
+                "aif"
+            ),
             (Metric::Events, vec!["native".into(), "stopped".into()])
         );
         assert_eq!(
-            Key::one(Metric::LogFindings, Label::Static("bad_line")).full(""),
+            full(
+                &Key::one(Metric::LogFindings, Label::Static("bad_line")),
+                ""
+            ),
             (Metric::LogFindings, vec!["bad_line".to_string()])
         );
     }

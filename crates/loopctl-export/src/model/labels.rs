@@ -4,7 +4,9 @@ use loopctl_core::Event;
 use loopctl_core::fold::replay::FindingKind;
 use loopctl_core::fold::run_state::RunState;
 use loopctl_core::fold::trace::Attempt;
+use memchr::memmem::Finder;
 use serde_json::Value;
+use std::sync::LazyLock;
 
 /// Canonical exit reasons exported as they are; anything else (free text, a marker's label)
 /// is `other`.
@@ -95,7 +97,11 @@ pub(super) fn event_label(ev: &Event<'_>) -> &'static str {
 /// Cache tokens and cost from a payload, where a log carries them (no dialect does yet in the
 /// corpus; Claude's usage objects and result events do).
 pub(super) fn usage_extras(payload: &str) -> (u64, u64, Option<f64>) {
-    if !(payload.contains("cache_") || payload.contains("cost")) {
+    // Every payload is looked at: searched with prebuilt SIMD finders, not `str::contains`.
+    static CACHE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("cache_"));
+    static COST: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("cost"));
+    let p = payload.as_bytes();
+    if CACHE.find(p).is_none() && COST.find(p).is_none() {
         return (0, 0, None);
     }
     let Ok(v) = serde_json::from_str::<Value>(payload) else {

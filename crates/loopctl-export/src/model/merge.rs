@@ -4,7 +4,7 @@
 //! caps do not bind (checked: `absorb`). A model folded alone keeps no totals (half the work
 //! of an event): they are the sum of the contributions, added up when it is absorbed.
 
-use super::{MetricState, Options, SourceId, bump};
+use super::{MetricState, Options, SourceId, Val, bump};
 
 impl MetricState {
     /// A model for one log folded alone: source 0 named `name`, no label caps (they are
@@ -47,26 +47,35 @@ impl MetricState {
             ..
         } = other;
         self.caps.take_in(caps);
-        let (Some(Some(src)), Some(Some(dst))) =
+        let (Some(Some(mut src)), Some(Some(dst))) =
             (sources.into_iter().next(), self.sources.get_mut(source))
         else {
             return;
         };
-        for (key, val) in src.contribution.0 {
+        if self.alone {
+            dst.events.add(std::mem::take(&mut src.events));
+        }
+        let counted = src.events.take().map(|(k, n)| (k, Val::Count(n)));
+        for (key, val) in src.contribution.0.into_iter().chain(counted) {
             if !self.alone {
-                bump(&mut self.totals, key.full(""), &val, 1);
+                self.totals.add(&key.series(""), &val, 1);
             }
             bump(&mut dst.contribution.0, key, &val, 1);
         }
         let mut renumbered = Vec::new();
         for (id, mut r) in src.runs {
+            r.flush_tally(&labels);
             let totals = &mut self.totals;
             let label = &r.loop_label;
             let mut add =
-                |key: &super::Key, val: &super::Val| bump(totals, key.full(label), val, 1);
+                |key: &super::Key, val: &super::Val| totals.add(&key.series(label), val, 1);
             let f: Option<&mut super::packed::Visit<'_>> = (!self.alone).then_some(&mut add);
             r.contribution
                 .renumber(&labels, &mut self.labels, &mut renumbered, f);
+            if !r.is_live() && !self.keep_open {
+                // Tallied after its end (and so unpacked by `flush_tally`): packed again.
+                r.contribution.pack(&mut self.labels);
+            }
             dst.runs.insert(id, r);
         }
         self.running

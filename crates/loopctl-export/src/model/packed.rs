@@ -36,6 +36,9 @@ impl Interner {
     }
 }
 
+/// Series a run usually touches (some thirty).
+const OPEN_SERIES: usize = 32;
+
 /// Called on each series and value of a contribution.
 pub(super) type Visit<'a> = dyn FnMut(&Key, &Val) + 'a;
 
@@ -55,6 +58,10 @@ impl RunContribution {
 
     /// The map, unpacked first if need be.
     pub(super) fn open(&mut self, labels: &Interner) -> &mut Contribution {
+        if self.open.0.capacity() == 0 {
+            // Room for a run's usual series: no growing (rehashing) as they appear.
+            self.open.0.reserve(OPEN_SERIES);
+        }
         if let Some(bytes) = self.packed.take() {
             self.open.0.extend(Entries::new(&bytes, labels));
         }

@@ -43,7 +43,9 @@ fn lines(steps: &[Step]) -> Vec<String> {
                 6 => ("failed", r#"{"error":"boom"}"#.to_string()),
                 _ => (
                     "usage",
-                    format!(r#"{{"usage":{{"input_tokens":{variant},"output_tokens":3}},"cost_usd":0.25}}"#),
+                    format!(
+                        r#"{{"usage":{{"input_tokens":{variant},"output_tokens":3,"cache_read_input_tokens":{variant},"cache_creation_input_tokens":2}},"cost_usd":0.25}}"#
+                    ),
                 ),
             };
             format!(
