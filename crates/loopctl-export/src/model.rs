@@ -37,7 +37,7 @@ mod packed;
 mod totals;
 
 use caps::Caps;
-use counts::EventCounts;
+use counts::{EventCounts, PhaseCounts};
 use key::{Key, Label};
 use packed::{Interner, RunContribution};
 use totals::Totals;
@@ -392,6 +392,8 @@ pub struct RunMetrics {
     /// Tokens and cost (`TALLIED`), summed in place while the run is folded alone: added to
     /// its contribution when it ends and when it is merged.
     tally: [i64; 5],
+    /// Finished phases, counted in place while the run is folded alone (as `tally`).
+    phases: PhaseCounts,
     /// `None` once the run has ended; a fresh one if it starts again.
     live: Option<Box<Live>>,
 }
@@ -438,7 +440,7 @@ impl RunMetrics {
 
     /// Adds the tally to the contribution (`labels`: the model's).
     fn flush_tally(&mut self, labels: &Interner) {
-        if self.tally == [0; 5] {
+        if self.tally == [0; 5] && self.phases.is_empty() {
             return;
         }
         let c = &mut self.contribution.open(labels).0;
@@ -446,6 +448,9 @@ impl RunMetrics {
             if n != 0 {
                 bump_delta(c, key.clone(), Delta::Count(n), key.metric);
             }
+        }
+        for (key, val) in self.phases.take() {
+            bump(c, key, &val, 1);
         }
     }
 
@@ -615,6 +620,7 @@ impl MetricState {
                     state,
                     contribution: RunContribution::default(),
                     tally: [0; 5],
+                    phases: PhaseCounts::default(),
                     live: Some(Box::default()),
                 };
                 self.add(&mut r, Key::new(Metric::RunsStarted), Delta::Count(1));

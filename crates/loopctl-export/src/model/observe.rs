@@ -168,6 +168,12 @@ impl MetricState {
             }
             phase
         };
+        if self.alone
+            && let Label::Name(name) = &phase
+        {
+            run.phases.observe(name, o.3, o.1, o.2, sign);
+            return;
+        }
         self.add(
             run,
             Key::two(Metric::Phases, phase.clone(), Label::Static(o.3)),
