@@ -103,16 +103,14 @@ impl RunContribution {
             return;
         };
         let mut out = Vec::with_capacity(bytes.len());
+        let mut scratch = Scratch::default();
         let mut entries = Entries::new(bytes, from);
         while let Some((metric, ids, value)) = entries.raw() {
             let labels = ids.map(|id| from.label(id));
             if let Some(f) = f.as_deref_mut()
-                && let Some(val) = Entries::new(value, from).value(metric)
+                && let Some(val) = Entries::new(value, from).value_in(metric, &mut scratch)
             {
-                f(
-                    &Key::two(metric, labels[0].clone(), labels[1].clone()),
-                    &val,
-                );
+                f(&Key::two(metric, labels[0].clone(), labels[1].clone()), val);
             }
             out.push(metric_byte(metric));
             for (id, label) in ids.iter().zip(&labels) {
@@ -167,6 +165,26 @@ fn pack<'a>(entries: impl Iterator<Item = (&'a Key, &'a Val)>, labels: &mut Inte
         }
     }
     out.into_boxed_slice()
+}
+
+/// A value decoded in place, of either kind.
+struct Scratch {
+    count: Val,
+    hist: Val,
+}
+
+impl Default for Scratch {
+    fn default() -> Scratch {
+        let hist = Hist {
+            buckets: Vec::new(),
+            count: 0,
+            sum: 0,
+        };
+        Scratch {
+            count: Val::Count(0),
+            hist: Val::Hist(hist),
+        }
+    }
 }
 
 /// The entries of packed bytes.
@@ -225,6 +243,26 @@ impl<'a> Entries<'a> {
         let (metric, [a, b], value) = self.raw()?;
         let key = Key::two(metric, self.labels.label(a), self.labels.label(b));
         Some((key, Entries::new(value, self.labels).value(metric)?))
+    }
+
+    /// `value` into `scratch`'s values (no allocation per histogram).
+    fn value_in<'s>(&mut self, metric: Metric, scratch: &'s mut Scratch) -> Option<&'s Val> {
+        if self.byte()? == 0 {
+            scratch.count = Val::Count(self.int()?);
+            return Some(&scratch.count);
+        }
+        let (count, sum) = (self.int()?, unzigzag(self.num()?));
+        let Val::Hist(h) = &mut scratch.hist else {
+            return None;
+        };
+        h.buckets.clear();
+        h.buckets.resize(metric.buckets().len() + 1, 0);
+        for _ in 0..self.num()? {
+            let i = usize::try_from(self.num()?).ok()?;
+            *h.buckets.get_mut(i)? = self.int()?;
+        }
+        (h.count, h.sum) = (count, sum);
+        Some(&scratch.hist)
     }
 
     fn value(&mut self, metric: Metric) -> Option<Val> {
