@@ -590,6 +590,19 @@ fn oscillation_window<'t>(trace: &'t Trace, cfg: &Config) -> Result<Oscillation<
         return Err(window.len());
     }
     let scores: Vec<f64> = window.iter().map(|e| e.score.unwrap_or(0.0)).collect();
+    let (turns, net, flat, triggered) = swings(&scores, cfg);
+    Ok(Oscillation {
+        window,
+        turns,
+        net,
+        flat,
+        triggered,
+    })
+}
+
+/// Over at least 4 scores, oldest first: the direction changes, the net change, whether that
+/// is under `min_delta`, and whether the scores oscillate.
+fn swings(scores: &[f64], cfg: &Config) -> (usize, f64, bool, bool) {
     let mut turns = 0;
     let mut dir = 0i8;
     for p in scores.windows(2) {
@@ -611,13 +624,7 @@ fn oscillation_window<'t>(trace: &'t Trace, cfg: &Config) -> Result<Oscillation<
     let net = scores[scores.len() - 1] - scores[0];
     let flat = net.abs() < cfg.min_delta - EPS;
     let triggered = turns >= cfg.oscillation_turns.max(1) && flat;
-    Ok(Oscillation {
-        window,
-        turns,
-        net,
-        flat,
-        triggered,
-    })
+    (turns, net, flat, triggered)
 }
 
 fn oscillation(trace: &Trace, cfg: &Config) -> Finding {
@@ -698,3 +705,5 @@ fn stalled(trace: &Trace, cfg: &Config, now: Option<Ts>, runner: Liveness) -> Fi
 
 #[cfg(test)]
 mod tests;
+mod watch;
+pub use watch::Watch;
