@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::analysis::stagnation;
 use loopctl_core::fold::trace::{Attempt, Name};
 use loopctl_core::{Event, Kind};
@@ -51,20 +52,19 @@ impl MetricState {
             let phase = self.admit_phase(&run.loop_label, &phase);
             self.add(run, Key::one(Metric::PhaseRetries, phase), Delta::Count(1));
         }
-        // Assessed at each evaluation and at the end (each assessment reads the whole trace:
-        // not at every phase).
+        // Assessed at each evaluation and at the end.
         if matches!(
             ev.kind,
             Kind::EvaluationDone | Kind::Stopped | Kind::Failed | Kind::SessionEnded
         ) {
             // No clock: the stalled detector needs one, and is left to the live-run gauges.
-            // Which detectors trigger, as `assess` finds them, without its summaries.
-            let triggered = stagnation::triggered(
-                &l.trace,
-                &self.options.stagnation,
-                None,
-                loopctl_core::analysis::liveness::Liveness::Unknown,
-            );
+            // Which detectors trigger, as `stagnation::triggered` finds them, learnt from what
+            // the trace added since the last assessment (not a rescan of the run each time).
+            let cfg = &self.options.stagnation;
+            let triggered = l
+                .watch
+                .get_or_insert_with(|| stagnation::Watch::new(cfg))
+                .triggered(&l.trace, None, Liveness::Unknown);
             for d in triggered {
                 if l.detectors.insert(d) {
                     let key = Key::one(Metric::StagnationVerdicts, Label::Static(d.name()));
