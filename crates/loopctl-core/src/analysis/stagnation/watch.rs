@@ -27,11 +27,12 @@ pub struct Watch {
     cfg: Config,
     /// Evaluations read.
     evaluations: usize,
-    /// The score rule: evaluations counted, and the last scored one's quality phase.
+    /// The score rule: evaluations counted, and the last scored one (its index).
     counted: u64,
-    prev_phase: Option<Name>,
-    /// The trailing run of evaluations failing the same non-empty rule set: the set, its length.
-    rules: Vec<String>,
+    prev_scored: Option<usize>,
+    /// The trailing run of evaluations failing the same non-empty rule set: the last of them
+    /// (its index), and its length.
+    rules_of: Option<usize>,
     rules_run: usize,
     /// The last `oscillation_window` scores, and whether they oscillate.
     window: VecDeque<f64>,
@@ -45,8 +46,8 @@ impl Watch {
             cfg: cfg.clone(),
             evaluations: 0,
             counted: 0,
-            prev_phase: None,
-            rules: Vec::new(),
+            prev_scored: None,
+            rules_of: None,
             rules_run: 0,
             window: VecDeque::new(),
             oscillating: false,
@@ -61,8 +62,8 @@ impl Watch {
             *self = Watch::new(&self.cfg);
         }
         let mut scored = false;
-        for e in &trace.evaluations[self.evaluations..] {
-            scored |= self.evaluation(e);
+        for i in self.evaluations..trace.evaluations.len() {
+            scored |= self.evaluation(&trace.evaluations, i);
         }
         self.evaluations = trace.evaluations.len();
         if scored {
@@ -95,30 +96,24 @@ impl Watch {
 
     /// Reads one more evaluation, as `score_streak`, `failed_rules_streak` and the oscillation
     /// window do; whether it has a score.
-    fn evaluation(&mut self, e: &Evaluation) -> bool {
-        let set = rule_set(e);
-        if set.is_empty() {
-            self.rules.clear();
+    fn evaluation(&mut self, evs: &[Evaluation], i: usize) -> bool {
+        let e = &evs[i];
+        if e.failed_rules().is_empty() {
             self.rules_run = 0;
-        } else if self
-            .rules
-            .iter()
-            .map(String::as_str)
-            .eq(set.iter().copied())
-        {
+        } else if self.rules_run > 0 && self.rules_of.is_some_and(|j| same_rules(&evs[j], e)) {
             self.rules_run += 1;
         } else {
-            self.rules = set.into_iter().map(str::to_string).collect();
             self.rules_run = 1;
         }
+        self.rules_of = Some(i);
         let Some(s) = e.score else {
             return false;
         };
         let progress = s - e.previous_score >= self.cfg.min_delta - EPS;
-        let new_phase = self
-            .prev_phase
-            .as_ref()
-            .is_some_and(|p| !Arc::ptr_eq(p, &e.quality_phase) && **p != *e.quality_phase);
+        let new_phase = self.prev_scored.is_some_and(|j| {
+            let p = &evs[j].quality_phase;
+            !Arc::ptr_eq(p, &e.quality_phase) && **p != *e.quality_phase
+        });
         if progress {
             if self.cfg.reset == Reset::OnProgress {
                 self.counted = 0;
@@ -126,7 +121,7 @@ impl Watch {
         } else if !e.has_blockers() && !new_phase {
             self.counted += 1;
         }
-        self.prev_phase = Some(e.quality_phase.clone());
+        self.prev_scored = Some(i);
         if self.cfg.oscillation_window > 0 {
             if self.window.len() >= self.cfg.oscillation_window {
                 self.window.pop_front();
@@ -218,6 +213,19 @@ impl Group {
             Change::Reset
         }
     }
+}
+
+/// Whether two evaluations fail the same set of rules, as `rule_set` compares them, without
+/// building the sets (short lists, the usual: each in the other).
+fn same_rules(a: &Evaluation, b: &Evaluation) -> bool {
+    let (x, y) = (a.failed_rules(), b.failed_rules());
+    if x == y {
+        return true;
+    }
+    if x.len() > 16 || y.len() > 16 {
+        return rule_set(a) == rule_set(b);
+    }
+    x.iter().all(|r| y.contains(r)) && y.iter().all(|r| x.contains(r))
 }
 
 fn has_git(a: &Attempt) -> bool {

@@ -106,6 +106,11 @@ fn kinds() -> impl Strategy<Value = String> {
                 event("evaluation_done", json!({"iteration": it, "phase": q}),
                     json!({"score": score, "passed": passed, "failed": failed, "fail_count": fails}))
             }),
+        // Long lists of rules, most naming every rule of 18 (the same set), some one short.
+        1 => (prop::collection::vec(0u8..18, 25..40), it.clone()).prop_map(|(ids, it)| {
+                let failed: Vec<String> = ids.iter().map(|i| format!("L{i}")).collect();
+                event("evaluation_done", json!({"iteration": it}), json!({"passed": false, "failed": failed}))
+            }),
         1 => (prop::option::of(rules), it.clone()).prop_map(|(failed, it)| {
                 event("evaluation_done", json!({"iteration": it}), json!({"passed": false, "failed": failed}))
             }),
@@ -275,4 +280,34 @@ fn a_kind_told_only_at_the_end_and_an_iteration_reopened_are_read_as_triggered_r
         ..Config::default()
     };
     assert!(check(&lines, &cfg, &[], None, Liveness::Unknown) > 0);
+}
+
+#[test]
+fn long_rule_lists_in_another_order_are_the_same_rules() {
+    let ids: Vec<String> = (0..20).map(|i| format!("L{i}")).collect();
+    let mut other = ids.clone();
+    other.reverse();
+    other.push("L3".into());
+    let eval = |failed: &[String]| {
+        event(
+            "evaluation_done",
+            json!({}),
+            json!({"passed": false, "failed": failed}),
+        )
+    };
+    let lines = vec![eval(&ids), eval(&other), eval(&ids[1..]), eval(&ids[1..])];
+    let cfg = Config {
+        repeat: 2,
+        ..Config::default()
+    };
+    let mut trace = Trace::new();
+    let mut watch = Watch::new(&cfg);
+    let mut seen = Vec::new();
+    for l in &lines {
+        trace.apply(&parse_line(l).unwrap());
+        let got = watch.triggered(&trace, None, Liveness::Unknown);
+        assert_eq!(got, triggered(&trace, &cfg, None, Liveness::Unknown));
+        seen.push(!got.is_empty());
+    }
+    assert_eq!(seen, [false, true, false, true]);
 }
