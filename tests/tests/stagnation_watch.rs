@@ -1,12 +1,13 @@
-//! `stagnation::Watch` (what the metric fold asks after each evaluation) against its oracle,
-//! `stagnation::triggered`, after every event of every run of every fixture and of the
+//! `stagnation::watch::Watch` (what the metric fold asks after each evaluation) against its
+//! oracle, `stagnation::triggered`, after every event of every run of every fixture and of the
 //! real-world corpus, with the default settings and with touchier ones, on full and lean traces.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use loopctl_core::analysis::liveness::Liveness;
-use loopctl_core::analysis::stagnation::{Config, Reset, Watch, triggered};
+use loopctl_core::analysis::stagnation::watch::Watch;
+use loopctl_core::analysis::stagnation::{Config, Reset, triggered};
 use loopctl_core::decode::lines::{DEFAULT_MAX_LINE, LineText, Piece, Splitter, decode};
 use loopctl_core::decode::parse_line;
 use loopctl_core::fold::trace::Trace;

@@ -412,7 +412,7 @@ struct Live {
     retries_seen: usize,
     detectors: BTreeSet<Detector>,
     /// What the stagnation detectors read of the trace, kept up to date (`observe.rs`).
-    watch: Option<stagnation::Watch>,
+    watch: Option<stagnation::watch::Watch>,
     /// Phases (the trace's names) admitted under the run's loop label: a kept phase stays
     /// kept, so they are not looked up in the caps again. Cleared when the label changes.
     admitted: Vec<Name>,

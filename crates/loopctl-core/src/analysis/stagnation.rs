@@ -703,7 +703,8 @@ fn stalled(trace: &Trace, cfg: &Config, now: Option<Ts>, runner: Liveness) -> Fi
     f
 }
 
+/// `Watch`, for a caller that asks after every evaluation of a growing trace.
+pub mod watch;
+
 #[cfg(test)]
 mod tests;
-mod watch;
-pub use watch::Watch;

@@ -63,7 +63,7 @@ impl MetricState {
             let cfg = &self.options.stagnation;
             let triggered = l
                 .watch
-                .get_or_insert_with(|| stagnation::Watch::new(cfg))
+                .get_or_insert_with(|| stagnation::watch::Watch::new(cfg))
                 .triggered(&l.trace, None, Liveness::Unknown);
             for d in triggered {
                 if l.detectors.insert(d) {
