@@ -23,7 +23,7 @@ use rustc_hash::{FxBuildHasher, FxHashMap as HashMap};
 
 use loopctl_core::analysis::stagnation::{self, Detector};
 use loopctl_core::fold::replay::{FindingKind, seq_step};
-use loopctl_core::fold::run_state::{RunState, Status, apply_mut};
+use loopctl_core::fold::run_state::{RunState, Status, apply_mut_lean};
 use loopctl_core::fold::trace::{Name, Trace};
 use loopctl_core::{Event, Kind, Ts};
 
@@ -668,7 +668,7 @@ impl MetricState {
 
     fn fold(&mut self, run: &mut RunMetrics, ev: &Event<'_>, keep_seq: Option<u64>, source: &str) {
         let before = run.state.status;
-        apply_mut(&mut run.state, ev);
+        apply_mut_lean(&mut run.state, ev);
         if keep_seq.is_some() {
             run.state.last_seq = keep_seq;
         }
