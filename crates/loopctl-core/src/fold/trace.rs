@@ -189,17 +189,22 @@ fn needs_payload(ev: &Event<'_>, loop_started: bool, lean: bool) -> bool {
 /// Whether an evaluation's payload may hold a key `Trace::evaluation` reads beyond the parser's
 /// facts (`*_count`, `rule_results`, `decision`, `source`); an escaped key could spell one
 /// too. aif-loop's evaluations hold none: decoding them was a tenth of a postmortem.
+///
+/// The text holds `_count"`, `"rule_results"`, `"decision"`, `"source"` or a backslash: one
+/// look at each quote rather than a search of the text per pattern.
 fn evaluation_reads_payload(payload: Option<&str>) -> bool {
-    payload.is_some_and(|p| {
-        [
-            "_count\"",
-            "\"rule_results\"",
-            "\"decision\"",
-            "\"source\"",
-            "\\",
-        ]
-        .iter()
-        .any(|k| p.contains(k))
+    let Some(p) = payload.map(str::as_bytes) else {
+        return false;
+    };
+    if memchr::memchr(b'\\', p).is_some() {
+        return true;
+    }
+    memchr::memchr_iter(b'"', p).any(|q| {
+        let after = &p[q + 1..];
+        p[..q].ends_with(b"_count")
+            || after.starts_with(b"rule_results\"")
+            || after.starts_with(b"decision\"")
+            || after.starts_with(b"source\"")
     })
 }
 

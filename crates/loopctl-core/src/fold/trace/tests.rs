@@ -161,3 +161,43 @@ fn garbage_payloads_do_not_panic() {
     assert_eq!(t.transitions[0].goto, vec!["end".to_string()]);
     assert_eq!(t.transitions[0].end_reason.as_deref(), Some("done"));
 }
+
+proptest::proptest! {
+    /// The one-pass test gives what searching the text for each pattern gives, on texts made
+    /// of the patterns' pieces, near misses included.
+    #[test]
+    fn evaluation_payload_test_matches_a_search_per_pattern(
+        parts in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "\"", "_count", "_coun", "rule_results", "rule_result", "decision", "decisions",
+                "source", "sourc", "\\", ":", "1", "{", "}", "x", "é",
+            ]),
+            0..12,
+        )
+    ) {
+        let text = parts.concat();
+        let searched = ["_count\"", "\"rule_results\"", "\"decision\"", "\"source\"", "\\"]
+            .iter()
+            .any(|k| text.contains(k));
+        proptest::prop_assert_eq!(evaluation_reads_payload(Some(&text)), searched, "{}", text);
+    }
+}
+
+#[test]
+fn evaluation_payload_test_finds_each_key() {
+    for (p, reads) in [
+        (r#"{"score":0.5,"passed":true,"failed":["r1"]}"#, false),
+        (r#"{"score":0.5,"pass_count":3}"#, true),
+        (r#"{"rule_results":[]}"#, true),
+        (r#"{"decision":{"action":"retry"}}"#, true),
+        (r#"{"x":"source"}"#, true),
+        (
+            r#"{"sources":1,"decisions":2,"rule_result":3,"_counts":4}"#,
+            false,
+        ),
+        (r#"{"s\u006furce":"checks"}"#, true),
+    ] {
+        assert_eq!(evaluation_reads_payload(Some(p)), reads, "{p}");
+    }
+    assert!(!evaluation_reads_payload(None));
+}
