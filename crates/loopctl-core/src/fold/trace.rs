@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use serde_json::Value;
 
 use crate::decode::event::{Event, Kind};
@@ -22,9 +22,11 @@ use crate::decode::timestamp::Ts;
 use crate::fold::run_state::Tokens;
 
 mod attempts;
+mod names;
 pub mod payload;
 mod records;
 pub use attempts::AttemptNumbers;
+use names::Names;
 use payload::{gap, i, s, u};
 pub use records::{
     At, Attempt, ErrorRecord, Escalation, Evaluation, Explicit, Name, Retry, StopRecord, Switch,
@@ -47,6 +49,8 @@ pub struct Trace {
     pub iteration: u64,
     /// Current quality phase (starts at `A`; `phase_switched` moves it).
     pub phase: Name,
+    /// `phase`'s id in `names`.
+    phase_id: u32,
     pub loop_started: bool,
     pub evaluations: Vec<Evaluation>,
     /// Explicit phase attempts (`phase_started` / `phase_finished`).
@@ -67,9 +71,8 @@ pub struct Trace {
     prev_ts: Option<Ts>,
     /// Explicit attempts so far by (name, iteration).
     attempt_count: AttemptNumbers,
-    /// By iteration, then (name, quality phase): an iteration has a handful of steps, and a
-    /// look-up by `u64` then a short scan allocates nothing.
-    step_count: FxHashMap<Option<u64>, Vec<(Name, Name, u64)>>,
+    /// Derived steps so far by (iteration, name id, quality phase id).
+    step_count: FxHashMap<(Option<u64>, u32, u32), u64>,
     /// What it keeps: everything, or less (`Trace::lean`, `Trace::ends`).
     mode: Mode,
     /// `Trace::ends`: the derived steps of the timeline's ends, and the sums of all of them.
@@ -208,30 +211,6 @@ fn evaluation_reads_payload(payload: Option<&str>) -> bool {
     })
 }
 
-/// A run's names, each once: two of its names are equal when they are the same `Arc`.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Names {
-    /// The first names: a run has a handful, and a scan beats a hash.
-    few: Vec<Name>,
-    more: FxHashSet<Name>,
-}
-
-fn intern(names: &mut Names, name: &str) -> Name {
-    if let Some(n) = names.few.iter().find(|n| ***n == *name) {
-        return n.clone();
-    }
-    if let Some(n) = names.more.get(name) {
-        return n.clone();
-    }
-    let n: Name = Arc::from(name);
-    if names.few.len() < 32 {
-        names.few.push(n.clone());
-    } else {
-        names.more.insert(n.clone());
-    }
-    n
-}
-
 impl Trace {
     pub fn new() -> Trace {
         Trace::default()
@@ -346,13 +325,13 @@ impl Trace {
             self.iteration = self.iteration.max(it);
         }
         if self.phase.is_empty() {
-            self.phase = intern(&mut self.names, "A");
+            self.set_phase("A");
         }
         if let Some(p) = ev.phase.as_deref()
             && ev.kind != Kind::PhaseSwitched
             && *self.phase != *p
         {
-            self.phase = intern(&mut self.names, p);
+            self.set_phase(p);
         }
         let f = &ev.facts;
         self.tokens.input += f.tokens_in.unwrap_or(0);
@@ -376,7 +355,7 @@ impl Trace {
             Kind::PhaseSwitched => {
                 let to = s(&p, "to_phase");
                 if let Some(t) = &to {
-                    self.phase = intern(&mut self.names, t);
+                    self.set_phase(t);
                 }
                 self.switches.push(Switch {
                     at: At::of(ev),
@@ -481,6 +460,10 @@ impl Trace {
         }
     }
 
+    fn set_phase(&mut self, phase: &str) {
+        (self.phase, self.phase_id) = self.names.intern(phase);
+    }
+
     fn error(&mut self, ev: &Event<'_>, source: &str, text: String) {
         self.errors.push(ErrorRecord {
             at: At::of(ev),
@@ -510,7 +493,7 @@ impl Trace {
         });
         let decision = p.get("decision");
         let quality_phase = match ev.phase.as_deref() {
-            Some(q) => intern(&mut self.names, q),
+            Some(q) => self.names.intern(q).0,
             None => self.phase.clone(),
         };
         let e = Evaluation {
@@ -538,10 +521,10 @@ impl Trace {
 
     fn phase_name(&mut self, ev: &Event<'_>, p: &Value) -> Name {
         let name = match ev.step.as_deref() {
-            Some(n) => return intern(&mut self.names, n),
+            Some(n) => return self.names.intern(n).0,
             None => s(p, "phase").or_else(|| s(p, "name")),
         };
-        intern(&mut self.names, name.as_deref().unwrap_or("?"))
+        self.names.intern(name.as_deref().unwrap_or("?")).0
     }
 
     fn phase_started(&mut self, ev: &Event<'_>, p: &Value) {
@@ -592,7 +575,7 @@ impl Trace {
             }
             None if self.mode == Mode::Lean => {
                 self.drop_repeated_ok_step();
-                let name = intern(&mut self.names, name);
+                let name = self.names.intern(name).0;
                 self.steps.push(Attempt {
                     phase: Some(self.phase.clone()),
                     derived: true,
@@ -619,21 +602,13 @@ impl Trace {
                         self.retire_last_step();
                     }
                 }
-                let name = intern(&mut self.names, name);
-                let seen = self.step_count.entry(iteration).or_default();
-                let attempt = match seen
-                    .iter_mut()
-                    .find(|(n, p, _)| Arc::ptr_eq(n, &name) && Arc::ptr_eq(p, &self.phase))
-                {
-                    Some((_, _, count)) => {
-                        *count += 1;
-                        *count
-                    }
-                    None => {
-                        seen.push((name.clone(), self.phase.clone(), 1));
-                        1
-                    }
-                };
+                let (name, id) = self.names.intern(name);
+                let count = self
+                    .step_count
+                    .entry((iteration, id, self.phase_id))
+                    .or_insert(0);
+                *count += 1;
+                let attempt = *count;
                 self.steps.push(Attempt {
                     phase: Some(self.phase.clone()),
                     attempt,

@@ -1,0 +1,104 @@
+//! A run's names (phases, steps, quality phases), each held once and numbered in the order
+//! first seen: two of a run's names are equal when they are the same `Arc`, or the same id.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::records::Name;
+
+/// How many names are found by a scan (a run has a handful) before a hash takes over.
+const FEW: usize = 32;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Names {
+    /// Every name, by id.
+    all: Vec<Name>,
+    /// Of the first `FEW` names, `key` of each: a scan compares these, and the text only of
+    /// the one that matches.
+    keys: Vec<u64>,
+    /// The names past the first `FEW`, by text.
+    more: FxHashMap<Name, u32>,
+}
+
+/// A name's length and first bytes in one word: names that differ there differ.
+#[inline(always)]
+fn key(name: &[u8]) -> u64 {
+    let mut head = [0u8; 8];
+    let n = name.len().min(7);
+    head[..n].copy_from_slice(&name[..n]);
+    head[7] = name.len().min(255) as u8;
+    u64::from_le_bytes(head)
+}
+
+impl Names {
+    /// The id of `name`, added if new.
+    pub(super) fn id(&mut self, name: &str) -> u32 {
+        let k = key(name.as_bytes());
+        let few = self.keys.iter().enumerate();
+        for (id, _) in few.filter(|(_, key)| **key == k) {
+            if *self.all[id] == *name {
+                return id as u32;
+            }
+        }
+        if let Some(id) = self.more.get(name) {
+            return *id;
+        }
+        let id = self.all.len() as u32;
+        let n: Name = Arc::from(name);
+        if self.keys.len() < FEW {
+            self.keys.push(k);
+        } else {
+            self.more.insert(n.clone(), id);
+        }
+        self.all.push(n);
+        id
+    }
+
+    /// The name with id `id` (one `id` gave).
+    pub(super) fn get(&self, id: u32) -> &Name {
+        &self.all[id as usize]
+    }
+
+    /// `name`, shared, and its id.
+    pub(super) fn intern(&mut self, name: &str) -> (Name, u32) {
+        let id = self.id(name);
+        (self.get(id).clone(), id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_name_has_one_id_and_one_copy() {
+        let mut names = Names::default();
+        // More than `FEW`, names that share their first bytes or length, and the empty one.
+        let texts: Vec<String> = (0..80)
+            .map(|i| match i % 4 {
+                0 => format!("STEP_{i}"),
+                1 => format!("PREPARE_CHECKS_{i}"),
+                2 => "x".repeat(i),
+                _ => format!("{i}"),
+            })
+            .collect();
+        let ids: Vec<u32> = texts.iter().map(|t| names.id(t)).collect();
+        for (t, id) in texts.iter().zip(&ids) {
+            assert_eq!(names.id(t), *id, "{t}");
+            assert_eq!(&**names.get(*id), t.as_str());
+            let (a, a_id) = names.intern(t);
+            let (b, _) = names.intern(t);
+            assert!(Arc::ptr_eq(&a, &b), "{t}");
+            assert_eq!(a_id, *id);
+        }
+        let mut distinct = texts.clone();
+        distinct.sort();
+        distinct.dedup();
+        let mut unique_ids = ids.clone();
+        unique_ids.sort();
+        unique_ids.dedup();
+        assert_eq!(unique_ids.len(), distinct.len());
+        assert_eq!(names.all.len(), distinct.len());
+    }
+}
