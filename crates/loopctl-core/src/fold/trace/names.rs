@@ -21,14 +21,15 @@ pub(super) struct Names {
     more: FxHashMap<Name, u32>,
 }
 
-/// A name's length and first bytes in one word: names that differ there differ.
+/// A name's first bytes and length in one word: names whose words differ differ (equal words
+/// say nothing: the texts are compared then).
 #[inline(always)]
 fn key(name: &[u8]) -> u64 {
-    let mut head = [0u8; 8];
-    let n = name.len().min(7);
-    head[..n].copy_from_slice(&name[..n]);
-    head[7] = name.len().min(255) as u8;
-    u64::from_le_bytes(head)
+    let head = match name.first_chunk::<8>() {
+        Some(h) => u64::from_le_bytes(*h),
+        None => name.iter().rev().fold(0, |w, &c| (w << 8) | u64::from(c)),
+    };
+    head ^ (name.len() as u64).rotate_right(8)
 }
 
 impl Names {
