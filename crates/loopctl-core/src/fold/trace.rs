@@ -492,10 +492,8 @@ impl Trace {
             })
         });
         let decision = p.get("decision");
-        let quality_phase = match ev.phase.as_deref() {
-            Some(q) => self.names.intern(q).0,
-            None => self.phase.clone(),
-        };
+        // The event's quality phase, else the run's: `apply` has made the run's the event's.
+        let quality_phase = self.phase.clone();
         let e = Evaluation {
             at: At::of(ev),
             iteration: ev.iteration.unwrap_or(self.iteration),

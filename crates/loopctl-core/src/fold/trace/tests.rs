@@ -201,3 +201,31 @@ fn evaluation_payload_test_finds_each_key() {
     }
     assert!(!evaluation_reads_payload(None));
 }
+
+#[test]
+fn evaluations_take_the_events_quality_phase_else_the_runs() {
+    let t = one(concat!(
+        r#"{"run_id":"r","iteration":1,"event":"run_started","payload":{}}"#,
+        "\n",
+        r#"{"run_id":"r","iteration":1,"event":"evaluation_done","payload":{"score":0.5}}"#,
+        "\n",
+        r#"{"run_id":"r","iteration":1,"phase":"B","event":"evaluation_done","payload":{"score":0.6}}"#,
+        "\n",
+        r#"{"run_id":"r","iteration":2,"event":"evaluation_done","payload":{"score":0.7}}"#,
+        "\n",
+        r#"{"run_id":"r","iteration":2,"phase":"B","event":"phase_switched","payload":{"from_phase":"B","to_phase":"C"}}"#,
+        "\n",
+        r#"{"run_id":"r","iteration":2,"event":"evaluation_done","payload":{"score":0.8}}"#,
+        "\n",
+        r#"{"run_id":"r","iteration":3,"phase":"","event":"evaluation_done","payload":{"score":0.9}}"#,
+        "\n",
+        r#"{"run_id":"r","iteration":3,"event":"evaluation_done","payload":{"score":0.9}}"#,
+        "\n",
+    ));
+    let phases: Vec<&str> = t.evaluations.iter().map(|e| &*e.quality_phase).collect();
+    assert_eq!(phases, ["A", "B", "B", "C", "", "A"]);
+    assert!(Arc::ptr_eq(
+        &t.evaluations[1].quality_phase,
+        &t.evaluations[2].quality_phase
+    ));
+}
