@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::decode::event::{Event, Kind};
 use crate::decode::timestamp::Ts;
+use crate::fold::same_text;
 
 /// aif-loop's stagnation rule: a score gain under this counts as no progress.
 pub const STAGNATION_MIN_DELTA: f64 = 0.02;
@@ -262,13 +263,13 @@ pub(crate) fn reduce(s: &mut RunState, ev: &Event<'_>, evaluation: bool) {
     }
     if let Some(p) = ev.phase.as_deref()
         && ev.kind != Kind::PhaseSwitched
-        && s.phase != p
+        && !same_text(&s.phase, p)
     {
         s.phase = p.to_string();
     }
     if let Some(step) = ev.step.as_deref() {
         match &mut s.current_step {
-            Some(cur) if cur == step => {}
+            Some(cur) if same_text(cur, step) => {}
             Some(cur) => {
                 cur.clear();
                 cur.push_str(step);

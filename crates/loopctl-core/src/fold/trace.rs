@@ -20,6 +20,7 @@ use crate::decode::event::{Event, Kind};
 use crate::decode::lines::{LineText, Piece, Splitter, decode};
 use crate::decode::timestamp::Ts;
 use crate::fold::run_state::Tokens;
+use crate::fold::same_text;
 
 mod attempts;
 mod names;
@@ -329,7 +330,7 @@ impl Trace {
         }
         if let Some(p) = ev.phase.as_deref()
             && ev.kind != Kind::PhaseSwitched
-            && *self.phase != *p
+            && !same_text(&self.phase, p)
         {
             self.set_phase(p);
         }
@@ -557,9 +558,12 @@ impl Trace {
             .open_step
             .and_then(|i| self.steps.get_mut(i))
             .filter(|st| {
-                *st.name == *name
+                same_text(&st.name, name)
                     && st.iteration == iteration
-                    && st.phase.as_deref() == Some(&*self.phase)
+                    && st
+                        .phase
+                        .as_deref()
+                        .is_some_and(|p| same_text(p, &self.phase))
             });
         let idx = match same {
             Some(st) => {
