@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::decode::event::{Event, Kind};
 use crate::decode::timestamp::Ts;
-use crate::fold::same_text;
+use crate::fold::text::same_text;
 
 /// aif-loop's stagnation rule: a score gain under this counts as no progress.
 pub const STAGNATION_MIN_DELTA: f64 = 0.02;

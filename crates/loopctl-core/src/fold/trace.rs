@@ -20,7 +20,7 @@ use crate::decode::event::{Event, Kind};
 use crate::decode::lines::{LineText, Piece, Splitter, decode};
 use crate::decode::timestamp::Ts;
 use crate::fold::run_state::Tokens;
-use crate::fold::same_text;
+use crate::fold::text::same_text;
 
 mod attempts;
 mod names;
