@@ -72,7 +72,8 @@ pub struct Trace {
     prev_ts: Option<Ts>,
     /// Explicit attempts so far by (name, iteration).
     attempt_count: AttemptNumbers,
-    /// Derived steps so far by (iteration, name id, quality phase id).
+    /// Derived steps so far by (iteration, name id, quality phase id), once `step_number`
+    /// needs it (always for `Trace::ends`).
     step_count: FxHashMap<(Option<u64>, u32, u32), u64>,
     /// What it keeps: everything, or less (`Trace::lean`, `Trace::ends`).
     mode: Mode,
@@ -605,12 +606,7 @@ impl Trace {
                     }
                 }
                 let (name, id) = self.names.intern(name);
-                let count = self
-                    .step_count
-                    .entry((iteration, id, self.phase_id))
-                    .or_insert(0);
-                *count += 1;
-                let attempt = *count;
+                let attempt = self.step_number(iteration, &name, id);
                 self.steps.push(Attempt {
                     phase: Some(self.phase.clone()),
                     attempt,
@@ -637,6 +633,51 @@ impl Trace {
             // An error ends the step: the next event of the same step is a new attempt.
             self.open_step = None;
         }
+    }
+
+    /// The attempt number of a new derived step of `name` (id `id`) in `iteration` and the
+    /// current quality phase: one more than the steps of the same three so far.
+    ///
+    /// A full trace keeps every step, and while their iterations never go down the steps of
+    /// the newest iteration are the last ones: those are counted, no map kept. A trace whose
+    /// iterations went down, or with a long iteration, counts them all once into
+    /// `step_count` and uses it from then on (as `Trace::ends` does always).
+    fn step_number(&mut self, iteration: Option<u64>, name: &Name, id: u32) -> u64 {
+        /// Steps of one iteration counted by a scan at most.
+        const SCAN: usize = 32;
+        if self.mode == Mode::Full && self.step_count.is_empty() {
+            let in_order = self.steps.last().is_none_or(|st| st.iteration <= iteration);
+            let same = self
+                .steps
+                .iter()
+                .rev()
+                .take_while(|st| st.iteration == iteration)
+                .take(SCAN + 1);
+            let (mut seen, mut matching) = (0, 0);
+            for st in same {
+                seen += 1;
+                let phase = st.phase.as_ref();
+                if Arc::ptr_eq(&st.name, name) && phase.is_some_and(|p| Arc::ptr_eq(p, &self.phase))
+                {
+                    matching += 1;
+                }
+            }
+            if in_order && seen <= SCAN {
+                return matching + 1;
+            }
+            for i in 0..self.steps.len() {
+                let st = &self.steps[i];
+                let phase = st.phase.as_deref().unwrap_or_default();
+                let key = (st.iteration, self.names.id(&st.name), self.names.id(phase));
+                *self.step_count.entry(key).or_insert(0) += 1;
+            }
+        }
+        let count = self
+            .step_count
+            .entry((iteration, id, self.phase_id))
+            .or_insert(0);
+        *count += 1;
+        *count
     }
 
     /// Lean: the last derived step has ended (another begins). When it and the kept step of

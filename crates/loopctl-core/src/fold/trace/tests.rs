@@ -229,3 +229,72 @@ fn evaluations_take_the_events_quality_phase_else_the_runs() {
         &t.evaluations[2].quality_phase
     ));
 }
+
+proptest::proptest! {
+    /// A derived step's number is one more than the earlier steps of its iteration, name and
+    /// quality phase, whatever the order of iterations (in order, going back, one long
+    /// iteration) and whether errors split steps.
+    #[test]
+    fn derived_steps_are_numbered_per_iteration_name_and_phase(
+        moves in proptest::collection::vec(
+            (0u8..8, 0usize..3, proptest::bool::weighted(0.1), proptest::bool::weighted(0.15)),
+            0..150,
+        )
+    ) {
+        let mut log = String::new();
+        let mut iteration: i64 = 1;
+        for (k, (step_move, name, switch, error)) in moves.iter().enumerate() {
+            // Mostly stay (long iterations), sometimes move on, sometimes go back.
+            iteration = match step_move {
+                0 => iteration + 1,
+                1 => (iteration - 1).max(0),
+                _ => iteration,
+            };
+            let step = ["PLAN", "EVALUATE", "REFINE"][*name];
+            let phase = if *switch { "B" } else { "A" };
+            let event = if *error { "phase_error" } else { "critique_done" };
+            log.push_str(&format!(
+                r#"{{"ts":"2026-01-01T00:{:02}:{:02}Z","run_id":"r","seq":{k},"iteration":{iteration},"phase":"{phase}","step":"{step}","event":"{event}","payload":{{}}}}"#,
+                k / 60 % 60,
+                k % 60
+            ));
+            log.push('\n');
+        }
+        let t = one_or_none(&log);
+        let steps = t.as_ref().map_or(&[][..], |t| &t.steps[..]);
+        for (k, st) in steps.iter().enumerate() {
+            let earlier = steps[..k]
+                .iter()
+                .filter(|e| e.iteration == st.iteration && e.name == st.name && e.phase == st.phase)
+                .count() as u64;
+            proptest::prop_assert_eq!(st.attempt, earlier + 1, "step {} of {:?}", k, steps);
+        }
+    }
+}
+
+fn one_or_none(log: &str) -> Option<Trace> {
+    traces_from_bytes("t", log.as_bytes()).into_values().next()
+}
+
+#[test]
+fn a_long_iteration_and_a_return_to_an_earlier_one_keep_counting() {
+    let mut log = String::new();
+    // 100 steps alternating in iteration 1, then iteration 2, then iteration 1 again.
+    let mut line = |k: usize, iteration: u64, step: &str| {
+        log.push_str(&format!(
+            r#"{{"run_id":"r","seq":{k},"iteration":{iteration},"phase":"A","step":"{step}","event":"critique_done"}}"#
+        ));
+        log.push('\n');
+    };
+    for k in 0..100 {
+        line(k, 1, ["PLAN", "EVALUATE"][k % 2]);
+    }
+    line(100, 2, "PLAN");
+    line(101, 1, "PLAN");
+    line(102, 1, "EVALUATE");
+    let t = one(&log);
+    let numbers: Vec<u64> = t.steps.iter().map(|s| s.attempt).collect();
+    let mut expected: Vec<u64> = (0..100).map(|k| k / 2 + 1).collect();
+    expected.extend([1, 51, 51]);
+    assert_eq!(numbers, expected);
+}
