@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::records::Name;
+use crate::fold::text::same_text;
 
 /// How many names are found by a scan (a run has a handful) before a hash takes over.
 const FEW: usize = 32;
@@ -38,7 +39,7 @@ impl Names {
         let k = key(name.as_bytes());
         let few = self.keys.iter().enumerate();
         for (id, _) in few.filter(|(_, key)| **key == k) {
-            if *self.all[id] == *name {
+            if same_text(&self.all[id], name) {
                 return id as u32;
             }
         }
