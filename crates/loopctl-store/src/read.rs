@@ -80,10 +80,18 @@ pub(crate) fn pieces_of(
         file.seek(SeekFrom::Start(start)).map_err(io_err(path))?;
     }
     let mut sp = Splitter::starting_at(max_line, start, lines_before);
-    // Small logs (a run folder's) get a buffer their size: `list` reads thousands of them.
     let len = size.min(end).saturating_sub(start);
     let mut file = file.take(len);
-    let mut buf = vec![0u8; (len as usize).saturating_add(1).min(CHUNK)];
+    if len < CHUNK as u64 {
+        // A small log (a run folder's) is read whole into a buffer its size, not zeroed first:
+        // `export` and `serve` read thousands of them.
+        let mut buf = Vec::with_capacity(len as usize + 1);
+        file.read_to_end(&mut buf).map_err(io_err(path))?;
+        sp.push(&buf, &mut f);
+        sp.finish(f);
+        return Ok(());
+    }
+    let mut buf = vec![0u8; CHUNK];
     loop {
         let n = match file.read(&mut buf) {
             Ok(0) => break,

@@ -4,9 +4,7 @@ use loopctl_core::Event;
 use loopctl_core::fold::replay::FindingKind;
 use loopctl_core::fold::run_state::RunState;
 use loopctl_core::fold::trace::Attempt;
-use memchr::memmem::Finder;
 use serde_json::Value;
-use std::sync::LazyLock;
 
 /// Canonical exit reasons exported as they are; anything else (free text, a marker's label)
 /// is `other`.
@@ -97,11 +95,7 @@ pub(super) fn event_label(ev: &Event<'_>) -> &'static str {
 /// Cache tokens and cost from a payload, where a log carries them (no dialect does yet in the
 /// corpus; Claude's usage objects and result events do).
 pub(super) fn usage_extras(payload: &str) -> (u64, u64, Option<f64>) {
-    // Every payload is looked at: searched with prebuilt SIMD finders, not `str::contains`.
-    static CACHE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("cache_"));
-    static COST: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("cost"));
-    let p = payload.as_bytes();
-    if CACHE.find(p).is_none() && COST.find(p).is_none() {
+    if !mentions_usage(payload.as_bytes()) {
         return (0, 0, None);
     }
     let Ok(v) = serde_json::from_str::<Value>(payload) else {
@@ -118,6 +112,15 @@ pub(super) fn usage_extras(payload: &str) -> (u64, u64, Option<f64>) {
     (read, creation, cost)
 }
 
+/// Whether `payload` contains `cache_` or `cost`: one pass over its `c`s (every payload is
+/// looked at; two substring searches cost twice as much).
+fn mentions_usage(payload: &[u8]) -> bool {
+    memchr::memchr_iter(b'c', payload).any(|i| {
+        let rest = &payload[i..];
+        rest.starts_with(b"cache_") || rest.starts_with(b"cost")
+    })
+}
+
 pub fn finding_label(kind: FindingKind) -> &'static str {
     match kind {
         FindingKind::BadLine => "bad_line",
@@ -126,5 +129,29 @@ pub fn finding_label(kind: FindingKind) -> &'static str {
         FindingKind::SeqGap => "seq_gap",
         FindingKind::SeqDuplicate => "seq_duplicate",
         FindingKind::SeqReorder => "seq_reorder",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn usage_is_mentioned_exactly_when_a_search_finds_it(
+            parts in prop::collection::vec(
+                prop::sample::select(vec!["c", "ca", "cache", "cache_", "co", "cos", "cost", "x", "_", "\"", "{}"]),
+                0..12,
+            )
+        ) {
+            let text: String = parts.concat();
+            prop_assert_eq!(
+                mentions_usage(text.as_bytes()),
+                text.contains("cache_") || text.contains("cost"),
+                "{}", text
+            );
+        }
     }
 }
