@@ -16,10 +16,10 @@
 
 use std::collections::BTreeSet;
 use std::collections::hash_map::Entry;
-use std::hash::Hash;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use hashbrown::hash_map::EntryRef;
-use rustc_hash::{FxBuildHasher, FxHashMap as HashMap};
+use rustc_hash::FxHashMap as HashMap;
 
 use loopctl_core::analysis::stagnation::{self, Detector};
 use loopctl_core::fold::replay::{FindingKind, seq_step};
@@ -474,11 +474,34 @@ struct SourceState {
     name: String,
     /// The log's runs by id: hashed (a merged log holds tens of thousands, their ids alike
     /// for most of their length). Boxed: most logs have one run.
-    runs: hashbrown::HashMap<String, Box<RunMetrics>, FxBuildHasher>,
+    runs: hashbrown::HashMap<String, Box<RunMetrics>, BuildHasherDefault<IdHasher>>,
     contribution: Contribution,
     /// Events read, while the log is folded alone (`MetricState::alone`); its contribution
     /// takes them in when it is merged.
     events: EventCounts,
+}
+
+/// Hashes a run id by its length and its first and last eight bytes: one event in every log
+/// looks its run up, and ids share most of their bytes (`<alias>-<stamp>-<number>`), telling
+/// apart at their ends.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, b: &[u8]) {
+        let word = |w: Option<&[u8; 8]>| w.map_or(0, |w| u64::from_le_bytes(*w));
+        let (first, last) = match b.len() {
+            8.. => (word(b.first_chunk()), word(b.last_chunk())),
+            n => (b.iter().fold(0, |h, c| h << 8 | u64::from(*c)), n as u64),
+        };
+        for w in [first, last, b.len() as u64] {
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Everything the metrics are made of.

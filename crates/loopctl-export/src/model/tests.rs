@@ -157,3 +157,26 @@ proptest! {
         check(&steps);
     }
 }
+
+#[test]
+fn stamped_run_ids_hash_apart_and_ids_alike_but_for_their_middle_stay_apart() {
+    use std::hash::BuildHasher;
+    let h = std::hash::BuildHasherDefault::<IdHasher>::default();
+    let ids: Vec<String> = (0..1000)
+        .map(|i| format!("auth-gateway-20260218-1303{:02}-{i:06}", i % 60))
+        .collect();
+    let hashes: std::collections::HashSet<u64> = ids.iter().map(|id| h.hash_one(id)).collect();
+    assert_eq!(hashes.len(), ids.len());
+    // Same length, same first and last eight bytes: one hash, and still two runs.
+    let mut m = MetricState::new(Options::default());
+    let s = m.add_source("merged");
+    let (a, b) = ("billing-x-20260101-000001", "billing-y-20260101-000001");
+    assert_eq!(h.hash_one(a), h.hash_one(b));
+    for id in [a, b] {
+        let line = format!(
+            r#"{{"v":1,"seq":1,"ts":"2026-01-01T00:00:00.000Z","run_id":"{id}","event":"run_started","payload":{{}}}}"#
+        );
+        fold(&mut m, s, &[line]);
+    }
+    assert_eq!(m.runs().count(), 2);
+}
