@@ -728,7 +728,10 @@ impl MetricState {
 
         let f = &ev.facts;
         let tokens = |n: Option<u64>| n.filter(|n| *n > 0).map_or(0, |n| n as i64);
-        let (read, creation, cost) = ev.payload.as_deref().map_or((0, 0, None), usage_extras);
+        let (read, creation, cost) = match ev.payload.as_deref() {
+            Some(p) if f.usage_extras => usage_extras(p),
+            _ => (0, 0, None),
+        };
         let amounts = [
             tokens(f.tokens_in),
             tokens(f.tokens_out),

@@ -109,6 +109,24 @@ pub struct Facts {
     pub new_iteration: Option<u64>,
     pub tokens_in: Option<u64>,
     pub tokens_out: Option<u64>,
+    /// A key naming cache tokens or a cost (`USAGE_EXTRAS`) is in the payload, or in its
+    /// `usage` object: only then does the metric fold decode the payload for them.
+    pub usage_extras: bool,
+}
+
+/// The keys holding cache tokens and cost that `loopctl-export` reads from a payload (or its
+/// `usage` object); `Facts::usage_extras` says whether one is there.
+pub const USAGE_EXTRAS: [&str; 6] = [
+    "cache_read_input_tokens",
+    "cache_read_tokens",
+    "cache_creation_input_tokens",
+    "cache_creation_tokens",
+    "cost_usd",
+    "total_cost_usd",
+];
+
+pub(crate) fn is_usage_extra(key: &[u8]) -> bool {
+    USAGE_EXTRAS.iter().any(|k| k.as_bytes() == key)
 }
 
 impl Facts {
@@ -125,7 +143,8 @@ impl Facts {
             "tokens_in" | "input_tokens" => self.tokens_in = sc.opt_u64()?,
             "tokens_out" | "output_tokens" => self.tokens_out = sc.opt_u64()?,
             "usage" if sc.peek() == Some(b'{') => sc.object(|sc, k| self.take(sc, &k))?,
-            _ => {
+            k => {
+                self.usage_extras |= is_usage_extra(k.as_bytes());
                 sc.skip()?;
             }
         }

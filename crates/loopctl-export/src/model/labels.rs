@@ -1,6 +1,7 @@
 //! The label values the model files series under: closed sets, with anything else as `other`.
 
 use loopctl_core::Event;
+use loopctl_core::decode::event::USAGE_EXTRAS;
 use loopctl_core::fold::replay::FindingKind;
 use loopctl_core::fold::run_state::RunState;
 use loopctl_core::fold::trace::Attempt;
@@ -95,30 +96,20 @@ pub(super) fn event_label(ev: &Event<'_>) -> &'static str {
 /// Cache tokens and cost from a payload, where a log carries them (no dialect does yet in the
 /// corpus; Claude's usage objects and result events do).
 pub(super) fn usage_extras(payload: &str) -> (u64, u64, Option<f64>) {
-    if !mentions_usage(payload.as_bytes()) {
-        return (0, 0, None);
-    }
+    // The keys the decoder flags (`Facts::usage_extras`): callers decode only flagged payloads.
+    let [read_in, read, creation_in, creation, cost, total_cost] = USAGE_EXTRAS;
     let Ok(v) = serde_json::from_str::<Value>(payload) else {
         return (0, 0, None);
     };
     let u = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
     let usage = v.get("usage").unwrap_or(&v);
-    let read = u(usage, "cache_read_input_tokens").max(u(usage, "cache_read_tokens"));
-    let creation = u(usage, "cache_creation_input_tokens").max(u(usage, "cache_creation_tokens"));
-    let cost = ["cost_usd", "total_cost_usd"]
+    let read = u(usage, read_in).max(u(usage, read));
+    let creation = u(usage, creation_in).max(u(usage, creation));
+    let cost = [cost, total_cost]
         .iter()
         .find_map(|k| v.get(*k).and_then(Value::as_f64))
         .filter(|c| c.is_finite() && *c >= 0.0);
     (read, creation, cost)
-}
-
-/// Whether `payload` contains `cache_` or `cost`: one pass over its `c`s (every payload is
-/// looked at; two substring searches cost twice as much).
-fn mentions_usage(payload: &[u8]) -> bool {
-    memchr::memchr_iter(b'c', payload).any(|i| {
-        let rest = &payload[i..];
-        rest.starts_with(b"cache_") || rest.starts_with(b"cost")
-    })
 }
 
 pub fn finding_label(kind: FindingKind) -> &'static str {
@@ -129,29 +120,5 @@ pub fn finding_label(kind: FindingKind) -> &'static str {
         FindingKind::SeqGap => "seq_gap",
         FindingKind::SeqDuplicate => "seq_duplicate",
         FindingKind::SeqReorder => "seq_reorder",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    use super::*;
-
-    proptest! {
-        #[test]
-        fn usage_is_mentioned_exactly_when_a_search_finds_it(
-            parts in prop::collection::vec(
-                prop::sample::select(vec!["c", "ca", "cache", "cache_", "co", "cos", "cost", "x", "_", "\"", "{}"]),
-                0..12,
-            )
-        ) {
-            let text: String = parts.concat();
-            prop_assert_eq!(
-                mentions_usage(text.as_bytes()),
-                text.contains("cache_") || text.contains("cost"),
-                "{}", text
-            );
-        }
     }
 }

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use super::bytes::*;
-use crate::decode::event::Facts;
+use crate::decode::event::{Facts, is_usage_extra};
 use crate::decode::json_scanner::{find_special, u64_of_number, unescape};
 
 pub(super) struct P<'a> {
@@ -48,6 +48,14 @@ impl<'a> P<'a> {
     /// A key and its `:`, as a `word`; `None` for a key with escapes (the reference unescapes
     /// before matching).
     #[inline(always)]
+    /// The text of the key whose string starts at or after `at` (whitespace first), for keys
+    /// `key` reads as word 0 (sixteen bytes and more).
+    pub(super) fn key_text_at(&self, at: usize) -> Option<&'a [u8]> {
+        let i = skip_ws(self.b, at);
+        let (end, _) = string_end(self.b, i + 1)?;
+        self.b.get(i + 1..end - 1)
+    }
+
     pub(super) fn key(&mut self) -> Option<u128> {
         let (key, next) = key_at(self.b, self.i)?;
         self.i = next;
@@ -203,6 +211,7 @@ impl<'a> P<'a> {
             return Some(());
         }
         loop {
+            let key_start = self.i;
             match self.key()? {
                 K_SCORE => f.score = self.opt_f64()?,
                 K_NEW_ITERATION | K_TO => f.new_iteration = self.opt_u64()?,
@@ -215,6 +224,12 @@ impl<'a> P<'a> {
                 K_REASON if ALL => f.reason = self.opt_string()?.map(Cow::into_owned),
                 K_TOKENS_IN | K_INPUT_TOKENS if ALL => f.tokens_in = self.opt_u64()?,
                 K_TOKENS_OUT | K_OUTPUT_TOKENS if ALL => f.tokens_out = self.opt_u64()?,
+                // Long keys all read as one word: their text tells (`key` read it unescaped).
+                k if ALL && (k == K_COST_USD || k == K_TOTAL_COST_USD || k == 0) => {
+                    f.usage_extras |=
+                        k != 0 || self.key_text_at(key_start).is_some_and(is_usage_extra);
+                    self.skip_inline(depth + 1)?
+                }
                 _ => self.skip_inline(depth + 1)?,
             }
             if !self.next_member(b'}')? {
@@ -259,6 +274,10 @@ impl<'a> P<'a> {
                     self.flat_u64(i, &mut f.tokens_out)?
                 }
                 (10, b"fail_count") => self.flat_u64(i, &mut f.fail_count)?,
+                _ if is_usage_extra(key) => {
+                    f.usage_extras = true;
+                    flat_value(b, i)?
+                }
                 (9, b"threshold") => self.flat_f64(i, &mut f.threshold)?,
                 (6, b"passed") => match b.get(i)? {
                     b't' => {
@@ -416,6 +435,8 @@ pub(super) const K_INPUT_TOKENS: u128 = word(b"input_tokens");
 pub(super) const K_TOKENS_OUT: u128 = word(b"tokens_out");
 pub(super) const K_OUTPUT_TOKENS: u128 = word(b"output_tokens");
 pub(super) const K_USAGE: u128 = word(b"usage");
+pub(super) const K_COST_USD: u128 = word(b"cost_usd");
+pub(super) const K_TOTAL_COST_USD: u128 = word(b"total_cost_usd");
 
 impl<'a> P<'a> {
     /// Steps over `lit` if it is next, byte for byte (a fixed-size compare, inlined: no call).

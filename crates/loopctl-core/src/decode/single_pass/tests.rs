@@ -320,3 +320,55 @@ proptest! {
         prop_assert!(key_agrees(&line), "run keys disagree on {}", line);
     }
 }
+
+/// Whether `payload` names a `USAGE_EXTRAS` key at its top level or in its `usage` object, as
+/// serde_json reads it: what `Facts::usage_extras` must say on every path.
+fn names_usage_extra(payload: &serde_json::Value) -> bool {
+    let named = |v: &serde_json::Value| {
+        v.as_object().is_some_and(|o| {
+            o.keys()
+                .any(|k| crate::decode::event::USAGE_EXTRAS.contains(&k.as_str()))
+        })
+    };
+    named(payload) || payload.get("usage").is_some_and(named)
+}
+
+proptest! {
+    #[test]
+    fn usage_extras_say_whether_a_cache_or_cost_key_is_named(
+        keys in prop::collection::vec(
+            prop::sample::select(vec![
+                "cost_usd", "total_cost_usd", "cache_read_input_tokens", "cache_read_tokens",
+                "cache_creation_input_tokens", "cache_creation_tokens", "cache_read_input_tokens_x",
+                "cost", "cache_", "tokens_in", "a_rather_long_key_name", "x",
+            ]),
+            0..4,
+        ),
+        nested in prop::collection::vec(
+            prop::sample::select(vec!["cache_read_tokens", "cost_usd", "input_tokens", "other_long_key_name"]),
+            0..3,
+        ),
+        usage in 0u8..3,
+        aif in any::<bool>(),
+    ) {
+        let mut fields: Vec<String> = keys.iter().enumerate().map(|(i, k)| format!(r#""{k}":{i}"#)).collect();
+        let inner: Vec<String> = nested.iter().map(|k| format!(r#""{k}":7"#)).collect();
+        match usage {
+            1 => fields.push(format!(r#""usage":{{{}}}"#, inner.join(","))),
+            2 => fields.push(format!(r#""other":{{{}}}"#, inner.join(","))),
+            _ => {}
+        }
+        let payload = format!("{{{}}}", fields.join(","));
+        let line = if aif {
+            format!(r#"{{"ts":"2026-02-18T13:03:23.570Z","run_id":"r-20260218-130323-000001","seq":1,"iteration":1,"phase":"A","step":"PLAN","event":"plan_created","status":"ok","payload":{payload}}}"#)
+        } else {
+            format!(r#"{{"v":1,"seq":1,"event":"usage","run_id":"r","payload":{payload}}}"#)
+        };
+        let want = names_usage_extra(&serde_json::from_str(&payload).unwrap());
+        let reference = parse_line_reference(&line).unwrap();
+        prop_assert_eq!(reference.facts.usage_extras, want, "{}", line);
+        let fast = parse_line_fast(&line);
+        prop_assert!(fast.is_some(), "{}", line);
+        prop_assert_eq!(fast.map(|e| e.facts.usage_extras), Some(want), "{}", line);
+    }
+}
