@@ -156,13 +156,19 @@ impl MetricState {
         &mut self,
         run: &mut RunMetrics,
         admitted: &mut Vec<Name>,
-        o: &PhaseObs,
+        o: &PhaseObs<'_>,
         sign: i64,
     ) {
-        let phase = if admitted.iter().any(|p| Arc::ptr_eq(p, &o.0)) {
+        let known = admitted.iter().any(|p| Arc::ptr_eq(p, o.0));
+        if self.alone && known {
+            // A step at a time, most of them: counted in place, the name not even cloned.
+            run.phases.observe(o.0, o.3, o.1, o.2, sign);
+            return;
+        }
+        let phase = if known {
             Label::Name(o.0.clone())
         } else {
-            let phase = self.admit_phase(&run.loop_label, &o.0);
+            let phase = self.admit_phase(&run.loop_label, o.0);
             if matches!(phase, Label::Name(_)) {
                 admitted.push(o.0.clone());
             }
@@ -190,12 +196,12 @@ impl MetricState {
 }
 
 /// (phase, kind, duration ms, stop reason) of a finished attempt or step.
-type PhaseObs = (Name, &'static str, Option<i64>, &'static str);
+type PhaseObs<'a> = (&'a Name, &'static str, Option<i64>, &'static str);
 
-fn attempt_obs(a: &Attempt) -> Option<PhaseObs> {
+fn attempt_obs(a: &Attempt) -> Option<PhaseObs<'_>> {
     a.finished.then(|| {
         (
-            a.name.clone(),
+            &a.name,
             kind_label(a),
             a.duration_ms.and_then(|d| i64::try_from(d).ok()),
             stop_reason_label(a),
