@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use loopctl_core::fold::run_state::{RunState, Status, apply_mut};
+use loopctl_core::fold::run_state::{RunState, Status, apply_mut_lean};
 use loopctl_core::fold::trace::Trace;
 use loopctl_core::fold::{Damage, Line, Projection, Split};
 use loopctl_core::{Dialect, Event, Kind};
@@ -222,7 +222,7 @@ impl RunSpans {
         if self.trace.duplicates != duplicates {
             return;
         }
-        apply_mut(&mut self.state, ev);
+        apply_mut_lean(&mut self.state, ev);
         self.ordinal += 1;
         self.dialect.get_or_insert(ev.dialect);
         let key = ev.seq.unwrap_or(self.ordinal);
