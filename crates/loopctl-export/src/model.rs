@@ -2,7 +2,7 @@
 //! sight. Pure: events in, series out; the same logs give the same series whatever the order in
 //! which runs are fed.
 //!
-//! Each run keeps the core's own folds (`RunState` via `apply_mut`, `Trace`) and its
+//! Each run keeps the core's own folds (`RunState` via `apply_mut_lean`, `Trace`) and its
 //! *contribution*: the series values it adds, without its `loop` label. The totals are the sum
 //! of every run's and every log's contribution, kept up to date on each event, so that reading
 //! them (a scrape) costs O(series). Values are integers in fixed units (milliseconds,
@@ -12,7 +12,10 @@
 //! `apply(source, event)` folds one event into the state of its run (keyed by log and run id),
 //! `finding` counts what is found about the lines, and nothing here does I/O. `feed` makes it a
 //! projection of the core's fold (`feed::LogFold`): at start-up every log is folded alone by
-//! the store's driver, on all threads, and absorbed into the shared model (`merge`).
+//! the store's driver, on all threads, and absorbed into the shared model (`merge`). A log
+//! folded alone counts in place what every event adds (events by type, a run's tokens, cost
+//! and finished phases: `counts`, `RunMetrics::tally`) and adds it to the contributions when a
+//! run ends or the log is merged.
 
 use std::collections::BTreeSet;
 use std::collections::hash_map::Entry;
