@@ -117,6 +117,7 @@ pub struct Facts {
 /// The keys holding cache tokens and cost that `loopctl-export` reads from a payload (or its
 /// `usage` object); `Facts::usage_extras` says whether one is there.
 pub const USAGE_EXTRAS: [&str; 6] = [
+    // Lengths 23, 17, 27, 21, 8 and 14, first bytes c and t: `is_usage_extra` relies on it.
     "cache_read_input_tokens",
     "cache_read_tokens",
     "cache_creation_input_tokens",
@@ -125,8 +126,11 @@ pub const USAGE_EXTRAS: [&str; 6] = [
     "total_cost_usd",
 ];
 
+/// Asked of every key no other fact takes: the lengths and first bytes rule out nearly all.
 pub(crate) fn is_usage_extra(key: &[u8]) -> bool {
-    USAGE_EXTRAS.iter().any(|k| k.as_bytes() == key)
+    matches!(key.len(), 8 | 14 | 17 | 21 | 23 | 27)
+        && matches!(key.first(), Some(b'c' | b't'))
+        && USAGE_EXTRAS.iter().any(|k| k.as_bytes() == key)
 }
 
 impl Facts {

@@ -274,7 +274,13 @@ impl<'a> P<'a> {
                     self.flat_u64(i, &mut f.tokens_out)?
                 }
                 (10, b"fail_count") => self.flat_u64(i, &mut f.fail_count)?,
-                _ if is_usage_extra(key) => {
+                // `USAGE_EXTRAS`, spelt out: arms on the key's length cost nothing to the others.
+                (8, b"cost_usd")
+                | (14, b"total_cost_usd")
+                | (17, b"cache_read_tokens")
+                | (21, b"cache_creation_tokens")
+                | (23, b"cache_read_input_tokens")
+                | (27, b"cache_creation_input_tokens") => {
                     f.usage_extras = true;
                     flat_value(b, i)?
                 }

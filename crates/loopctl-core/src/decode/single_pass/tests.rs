@@ -372,3 +372,13 @@ proptest! {
         prop_assert_eq!(fast.map(|e| e.facts.usage_extras), Some(want), "{}", line);
     }
 }
+
+#[test]
+fn the_usage_extra_keys_pass_the_length_and_first_byte_screen() {
+    for k in crate::decode::event::USAGE_EXTRAS {
+        assert!(crate::decode::event::is_usage_extra(k.as_bytes()), "{k}");
+    }
+    assert!(!crate::decode::event::is_usage_extra(
+        b"cache_read_input_tokenz_"
+    ));
+}
