@@ -129,8 +129,8 @@ fn the_streamed_events_of_the_corpus_equal_the_events_table() {
     ]);
 }
 
-/// Every file under `dir`, with its bytes.
-fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+/// Every file under `dir`, sorted.
+fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -139,13 +139,23 @@ fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
             if p.is_dir() {
                 stack.push(p);
             } else {
-                let bytes = std::fs::read(&p).unwrap();
-                out.push((p.strip_prefix(dir).unwrap().to_path_buf(), bytes));
+                out.push(p);
             }
         }
     }
     out.sort();
     out
+}
+
+/// Every file under `dir` (relative to it), with its bytes.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    files(dir)
+        .into_iter()
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p.strip_prefix(dir).unwrap().to_path_buf(), bytes)
+        })
+        .collect()
 }
 
 #[test]
@@ -247,18 +257,8 @@ fn the_events_held_in_memory_stay_within_a_few_batches() {
 
 /// Every temporary file (`.part-0.*.tmp`) under `dir`.
 fn temps(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.to_string_lossy().ends_with(".tmp") {
-                out.push(p);
-            }
-        }
-    }
+    let mut out = files(dir);
+    out.retain(|p| p.to_string_lossy().ends_with(".tmp"));
     out
 }
 
