@@ -70,7 +70,7 @@ say() { printf '==> %s\n' "$*" >&2; }
 WORK=$(mktemp -d)
 SERVER=
 cleanup() {
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
+  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$LAUNCHER" 2>/dev/null
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -80,26 +80,23 @@ now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 rss_mib() { awk -v k="$2:" '$1==k {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 
-# Starts serve on "$@" (not in a subshell: it sets SERVER and PORT); STARTUP is the seconds
-# from launch to the first /healthz 200.
+# Starts serve on "$@" (not in a subshell: it sets SERVER, PORT, STARTUP and STARTCPU): STARTUP is
+# the seconds from launch to the first /healthz 200, STARTCPU the server's CPU seconds then.
+# bench/launch.py launches and polls from one idle process (a curl per poll would take CPU from
+# the server on a 2-core machine), says so through a fifo, and stays the server's parent.
 start_serve() {
   PORT=$(free_port)
-  local t0; t0=$(now)
-  "$LOOPCTL" serve --listen "127.0.0.1:$PORT" "$@" >/dev/null 2>"$WORK/serve.err" &
-  SERVER=$!
-  until curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1; do
-    kill -0 "$SERVER" 2>/dev/null || { cat "$WORK/serve.err" >&2; exit 1; }
-    sleep 0.01
-  done
-  STARTUP=$(echo "$(now) - $t0" | bc -l)
+  rm -f "$WORK/ready"; mkfifo "$WORK/ready"
+  python3 "$HERE/launch.py" ready "$PORT" "$WORK/serve.err" -- \
+    "$LOOPCTL" serve --listen "127.0.0.1:$PORT" "$@" >"$WORK/ready" &
+  LAUNCHER=$!
+  STARTCPU=
+  read -r SERVER STARTUP STARTCPU <"$WORK/ready" || true
+  [ -n "${STARTCPU:-}" ] || { cat "$WORK/serve.err" >&2; exit 1; }
 }
-stop_serve() { kill "$SERVER"; wait "$SERVER" 2>/dev/null || true; SERVER=; }
+stop_serve() { kill "$SERVER"; wait "$LAUNCHER" 2>/dev/null || true; SERVER=; }
 
-time_list() {
-  local t0; t0=$(now)
-  "$LOOPCTL" list "$1" --json >/dev/null 2>&1 || true
-  echo "$(now) - $t0" | bc -l
-}
+time_list() { python3 "$HERE/launch.py" exit -- "$LOOPCTL" list "$1" --json; }
 
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 say "warming the page cache"
@@ -107,21 +104,24 @@ find "$DIR" -name history.jsonl -exec cat {} + >/dev/null
 for b in "${BIGS[@]}"; do [ -f "$b" ] && cat "$b" >/dev/null; done
 
 startup_row() { # label path
-  local list=() serve=() rss="" hwm=""
+  local list=() lcpu=() serve=() scpu=() rss="" hwm="" out
   for _ in $(seq "$RUNS"); do
-    list+=("$(time_list "$2")")
+    out=$(time_list "$2")
+    list+=("${out% *}"); lcpu+=("${out#* }")
     start_serve "$2"
-    serve+=("$STARTUP")
+    serve+=("$STARTUP"); scpu+=("$STARTCPU")
     rss=$(rss_mib "$SERVER" VmRSS); hwm=$(rss_mib "$SERVER" VmHWM)
     stop_serve
   done
-  local l s
+  local l s lc sc
   l=$(printf '%s\n' "${list[@]}" | median); s=$(printf '%s\n' "${serve[@]}" | median)
-  printf '| %s | %.2f | %.2f | %.2fx | %s | %s |\n' "$1" "$l" "$s" "$(echo "$s / $l" | bc -l)" "$rss" "$hwm"
+  lc=$(printf '%s\n' "${lcpu[@]}" | median); sc=$(printf '%s\n' "${scpu[@]}" | median)
+  printf '| %s | %.2f / %.2f | %.2f / %.2f | %.2fx | %s | %s |\n' "$1" "$l" "$lc" "$s" "$sc" \
+    "$(echo "$s / $l" | bc -l)" "$rss" "$hwm"
 }
 
 say "start-up ($RUNS runs each)"
-TABLE="| input | list --json s | serve to /healthz s | ratio | RSS MiB | peak RSS MiB |
+TABLE="| input | list --json s / CPU s | serve to /healthz s / CPU s | ratio | RSS MiB | peak RSS MiB |
 |---|---|---|---|---|---|
 $(startup_row "dir10k (10,000 run folders, $(du -sm "$DIR" | cut -f1) MB)" "$DIR")"
 for b in "${BIGS[@]}"; do
@@ -255,7 +255,9 @@ cat <<EOF
 
 \`bench/serve.sh --runs $RUNS --scrapes $SCRAPES --rate $RATE --live $LIVE$(printf ' --merged %s' "${MERGED[@]}")\` on $(date -u +%Y-%m-%d),
 $(nproc) cores, \`$("$LOOPCTL" --version)\`. Start-up: launch to the first \`200\` on \`/healthz\`
-(the replay done), median of $RUNS, page cache warm; \`list --json\` on the same input.
+(the replay done), polled every 2 ms by one idle process (\`bench/launch.py\`), median of $RUNS,
+page cache warm; \`list --json\` on the same input, launched the same way. CPU s: the process's
+user + system seconds (the server's at its first 200).
 Load average (1, 5, 15 min) at the start: $LOAD0; at the end: $(cut -d' ' -f1-3 /proc/loadavg).
 
 $TABLE
