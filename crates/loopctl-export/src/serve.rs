@@ -26,7 +26,7 @@ use loopctl_store::read::ReadOptions;
 use crate::encode::{self, OPENMETRICS_CONTENT_TYPE, Shared, TEXT_CONTENT_TYPE};
 use crate::feed::{Damage, Feed};
 use crate::model::{Metric, MetricState, Options, SourceId, Val};
-use crate::textfile::{ExportError, LogRef, absorb, fold_logs_batched, logs};
+use crate::textfile::{ExportError, LogRef, absorb, fold_logs_batched, logs, maybe_logs};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
 /// Largest request head (request line and headers) accepted.
@@ -56,8 +56,10 @@ pub struct Config {
 /// What the server tells the person running it (the CLI prints it).
 pub trait Ui: Send + Sync {
     fn listening(&self, addr: SocketAddr);
-    /// Start-up replay progress: logs read of `total`.
+    /// Start-up replay progress: paths read of `total` (a root's subfolders, logs or not).
     fn progress(&self, done: usize, total: usize);
+    /// The start-up replay is done: `logs` logs read, now followed.
+    fn replayed(&self, logs: usize);
     /// A damaged line (reported once), a deleted or rewritten log, a new run.
     fn notice(&self, text: &str);
 }
@@ -106,7 +108,7 @@ fn damage_text(log: &std::path::Path, d: &Damage) -> String {
 
 /// Runs the server until `stop` is set.
 pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<(), ServeError> {
-    let initial = logs(&cfg.roots)?;
+    let initial = maybe_logs(&cfg.roots)?;
     let listener = TcpListener::bind(cfg.listen).map_err(|source| ServeError::Bind {
         addr: cfg.listen,
         source,
@@ -191,10 +193,12 @@ fn follow(
                 ui.notice(&damage_text(&log.log, &d))
             });
             match read {
-                Ok((source, feed)) => {
+                Ok(Some((source, feed))) => {
                     track(http, source, log);
                     replayed.push((log, feed));
                 }
+                // A subfolder without a log: the rescan watches the root for one.
+                Ok(None) => {}
                 // Deleted between the scan and the read: the next scan decides.
                 Err(e) => ui.notice(&format!("{e}; skipped")),
             }
@@ -208,6 +212,7 @@ fn follow(
         return Ok(());
     }
     http.ready.store(true, Ordering::SeqCst);
+    ui.replayed(replayed.len());
     // The replay is done and scrapes see all of it; the follower is set up now, before the
     // first look at the logs: each is followed from where the replay left it, so a line
     // appended meanwhile is read at the first poll. The folders are watched last: a watch set

@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use loopctl_store::StoreError;
 use loopctl_store::discover::{self, LOG_NAME, RunRef};
 use loopctl_store::fold::{fold_runs, fold_runs_batched};
 use loopctl_store::read::{ReadOptions, for_each_piece};
@@ -50,6 +51,20 @@ impl From<RunRef> for LogRef {
 /// Every log named by `specs`: a log file, a run folder (holding `history.jsonl`), or a root
 /// whose run folders are its subfolders. A root is scanned again by `serve` for new runs.
 pub fn logs(specs: &[PathBuf]) -> Result<Vec<LogRef>, ExportError> {
+    logs_with(specs, discover::list_runs)
+}
+
+/// `logs`, but a root's subfolders are taken unlooked-at (`discover::maybe_runs`): for
+/// `fold_logs`, which opens every log anyway and skips what is no log (`absorb`). Spares a stat
+/// of every log, on one thread, before any is read (`serve`'s start-up, `export`).
+pub fn maybe_logs(specs: &[PathBuf]) -> Result<Vec<LogRef>, ExportError> {
+    logs_with(specs, discover::maybe_runs)
+}
+
+fn logs_with(
+    specs: &[PathBuf],
+    runs_of: fn(&Path) -> loopctl_store::Result<Vec<RunRef>>,
+) -> Result<Vec<LogRef>, ExportError> {
     let mut out = Vec::new();
     for s in specs {
         if s.is_file() {
@@ -57,7 +72,7 @@ pub fn logs(specs: &[PathBuf]) -> Result<Vec<LogRef>, ExportError> {
         } else if s.join(LOG_NAME).is_file() {
             out.push(RunRef::file(&s.join(LOG_NAME)).into());
         } else if s.is_dir() {
-            out.extend(discover::list_runs(s)?.into_iter().map(LogRef::from));
+            out.extend(runs_of(s)?.into_iter().map(LogRef::from));
         } else {
             return Err(ExportError::Missing(s.clone()));
         }
@@ -107,6 +122,7 @@ pub fn fold_logs(
         .iter()
         .map(|l| (l.log.as_path(), l.name.as_str()))
         .collect();
+    let read = &only_logs(read);
     fold_runs(&runs, read, |r| {
         let name = names.get(r.log.as_path()).copied().unwrap_or(&r.name);
         LogFold::new(options, name, read.max_line)
@@ -133,7 +149,7 @@ pub fn fold_logs_batched(
         let name = names.get(r.log.as_path()).copied().unwrap_or(&r.name);
         LogFold::new(options, name, read.max_line)
     };
-    fold_runs_batched(&runs, BATCH, read, make, |start, folded| {
+    fold_runs_batched(&runs, BATCH, &only_logs(read), make, |start, folded| {
         take(
             start,
             folded
@@ -144,28 +160,41 @@ pub fn fold_logs_batched(
     });
 }
 
+/// `read` for `fold_logs`: a path that names no regular file is `NotALog` (`maybe_logs`).
+fn only_logs(read: &ReadOptions) -> ReadOptions {
+    ReadOptions {
+        regular_only: true,
+        ..read.clone()
+    }
+}
+
 /// Takes `log`, folded alone, into `m` as a new source; its damaged lines go to `report`. When
 /// the label caps would bind (`MetricState::absorb`), the log is read again line by line into
-/// `m`, as one sequential fold would have read it. Returns the source and its feed.
+/// `m`, as one sequential fold would have read it. Returns the source and its feed; `None` when
+/// the path held no log (a subfolder `maybe_logs` took, or a log deleted since the scan): the
+/// source stays registered, empty, so that source `i` is still the `i`-th log.
 pub fn absorb(
     m: &mut MetricState,
     log: &LogRef,
     folded: Result<LogFold, ExportError>,
     report: &mut impl FnMut(Damage),
-) -> Result<(SourceId, Feed), ExportError> {
+) -> Result<Option<(SourceId, Feed)>, ExportError> {
     // Registered first, as `read_log` does: source `i` is the `i`-th log, read or not.
     let source = m.add_source(&log.name);
-    let f = folded?;
+    let f = match folded {
+        Err(ExportError::Store(StoreError::NotALog(_))) => return Ok(None),
+        f => f?,
+    };
     let max_line = f.feed.max_line;
     if m.absorb(source, f.m).is_err() {
-        return read_into(m, source, log, max_line, report).map(|feed| (source, feed));
+        return read_into(m, source, log, max_line, report).map(|feed| Some((source, feed)));
     }
     for d in f.damages {
         report(Damage { source, ..d });
     }
     let mut feed = f.feed;
     feed.source = source;
-    Ok((source, feed))
+    Ok(Some((source, feed)))
 }
 
 /// Replays every log into a new model, the logs folded on the default threads.

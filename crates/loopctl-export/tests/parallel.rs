@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use loopctl_export::Options;
-use loopctl_export::textfile::{LogRef, logs, render, replay_sequential, replay_with};
+use loopctl_export::textfile::{LogRef, logs, maybe_logs, render, replay_sequential, replay_with};
 use loopctl_store::read::ReadOptions;
 use serde_json::Value;
 
@@ -148,4 +148,48 @@ fn a_large_merged_log_split_by_run_prints_what_one_sequential_pass_prints() {
     let one = sequential(&logs, &options);
     assert_eq!(one.2.len(), 2, "{:?}", one.2);
     assert_eq!(parallel(&logs, &options, 2), one);
+}
+
+/// `maybe_logs` takes a root's subfolders without looking inside: those that hold no log (none,
+/// a folder, a fifo, a dangling link) fold to nothing, without blocking on the fifo, and the
+/// replay prints what `logs`' (looked-at) list prints, on one thread or two.
+#[test]
+fn subfolders_taken_unlooked_at_print_what_the_run_folders_print() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    for log in fixture_logs().iter().take(6) {
+        let dir = root.join(&log.name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(&log.log, dir.join("history.jsonl")).unwrap();
+    }
+    std::fs::create_dir_all(root.join("empty")).unwrap();
+    std::fs::create_dir_all(root.join("folder/history.jsonl")).unwrap();
+    std::fs::create_dir_all(root.join("fifo")).unwrap();
+    std::fs::create_dir_all(root.join("dangling")).unwrap();
+    std::os::unix::fs::symlink(root.join("nowhere"), root.join("dangling/history.jsonl")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(root.join("fifo/history.jsonl"))
+        .status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    std::fs::write(root.join("notes.txt"), "not a run\n").unwrap();
+
+    let roots = [root.to_path_buf()];
+    let checked = logs(&roots).unwrap();
+    let unchecked = maybe_logs(&roots).unwrap();
+    assert_eq!(checked.len(), 6);
+    assert_eq!(unchecked.len(), 10, "{unchecked:?}");
+    let options = Options::default();
+    for threads in [1, 2] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (o, u) = (options.clone(), unchecked.clone());
+        std::thread::spawn(move || tx.send(parallel(&u, &o, threads)));
+        let printed = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the replay finished (a fifo did not block it)");
+        assert_eq!(
+            printed,
+            parallel(&checked, &options, threads),
+            "{threads} threads"
+        );
+    }
 }

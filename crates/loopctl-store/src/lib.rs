@@ -27,6 +27,9 @@ pub enum StoreError {
     Locked { path: PathBuf, pid: String },
     #[error("{0}")]
     NotFound(String),
+    /// A path taken for a log that names no regular file (`ReadOptions::regular_only`).
+    #[error("{}: not a log file", .0.display())]
+    NotALog(PathBuf),
     #[error("{path}: {reason}")]
     Invalid { path: PathBuf, reason: String },
     /// A RUN argument several runs answer to.

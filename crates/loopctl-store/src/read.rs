@@ -3,12 +3,13 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use loopctl_core::decode::lines::{DEFAULT_MAX_LINE, LineText, Piece, Pos, Splitter, decode};
 use loopctl_core::{Event, parse_line};
 
-use crate::{Result, io_err};
+use crate::{Result, StoreError, io_err};
 
 const CHUNK: usize = 1 << 20;
 
@@ -22,6 +23,10 @@ pub struct ReadOptions {
     pub default_run: String,
     /// False to count and check only (see `Replay::without_states`).
     pub states: bool,
+    /// Open logs without blocking and take only regular files: a path that names none (missing,
+    /// a folder, a fifo) is `StoreError::NotALog`. For paths nobody looked at before
+    /// (`discover::maybe_runs`).
+    pub regular_only: bool,
 }
 
 impl Default for ReadOptions {
@@ -34,6 +39,7 @@ impl Default for ReadOptions {
             threads,
             default_run: String::new(),
             states: true,
+            regular_only: false,
         }
     }
 }
@@ -58,9 +64,36 @@ pub(crate) fn pieces_between(
     max_line: usize,
     f: impl FnMut(Piece<'_>),
 ) -> Result<()> {
-    let file = File::open(path).map_err(io_err(path))?;
-    let size = file.metadata().map_err(io_err(path))?.len();
+    let (file, size) = open_log(path, false)?;
     pieces_of(file, size, path, start, end, lines_before, max_line, f)
+}
+
+/// Opens a log and reads its size: one open, one fstat. With `regular_only`, the open does not
+/// block (a fifo would, until a writer came) and what is not a regular file is
+/// `StoreError::NotALog`, as is a path naming nothing.
+pub(crate) fn open_log(path: &Path, regular_only: bool) -> Result<(File, u64)> {
+    let not_a_log = || StoreError::NotALog(path.to_path_buf());
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    if regular_only {
+        options.custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits());
+    }
+    let file = match options.open(path) {
+        Ok(f) => f,
+        Err(e) if regular_only && is_absent(&e) => return Err(not_a_log()),
+        Err(e) => return Err(io_err(path)(e)),
+    };
+    let meta = file.metadata().map_err(io_err(path))?;
+    if regular_only && !meta.is_file() {
+        return Err(not_a_log());
+    }
+    Ok((file, meta.len()))
+}
+
+/// The path names nothing to open: missing, or under something that is not a folder.
+fn is_absent(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{NotADirectory, NotFound};
+    matches!(e.kind(), NotFound | NotADirectory)
 }
 
 /// `pieces_between` on `file`, opened from `path`, of `size` bytes (its metadata, read by the

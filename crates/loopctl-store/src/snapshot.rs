@@ -317,6 +317,7 @@ pub fn replay_run(run: &RunRef, max_line: usize) -> Result<(Outcome, Option<RunS
         threads: 1,
         max_line,
         states: true,
+        regular_only: false,
     };
     let outcome = replay(&run.log, &opts, None)?;
     let state = match &run.run_id {

@@ -376,6 +376,48 @@ fn runs_appended_added_torn_and_deleted_while_serving_show_in_the_next_scrapes()
     assert_eq!(value(&s.metrics(), started), Some(1.0));
 }
 
+/// Start-up takes a root's subfolders without a look inside (no stat of every log before the
+/// replay): those holding no log (none yet, a folder, a fifo) are skipped, not waited on, not
+/// counted, and a log that appears later is picked up.
+#[test]
+fn subfolders_without_a_log_are_skipped_at_start_up_and_picked_up_once_they_have_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let a = root.join("alpha");
+    std::fs::create_dir_all(&a).unwrap();
+    append(
+        &a.join("history.jsonl"),
+        &event(1, "alpha-20260101-000000", "run_started", json!({})),
+    );
+    let pending = root.join("pending");
+    std::fs::create_dir_all(root.join("folder/history.jsonl")).unwrap();
+    std::fs::create_dir_all(&pending).unwrap();
+    std::fs::create_dir_all(root.join("fifo")).unwrap();
+    let fifo = Command::new("mkfifo")
+        .arg(root.join("fifo/history.jsonl"))
+        .status();
+    assert!(fifo.is_ok_and(|s| s.success()), "mkfifo");
+    std::fs::write(root.join("notes.txt"), "not a run\n").unwrap();
+
+    let s = Server::start(&[&root], &[]);
+    let notices = s.notices().join("\n");
+    assert!(notices.contains("1 log(s) replayed"), "{notices}");
+    let (code, runs) = s.get("/api/runs");
+    assert_eq!(code, 200);
+    let runs: Value = serde_json::from_str(&runs).unwrap();
+    assert_eq!(runs.as_array().map(Vec::len), Some(1), "{runs}");
+
+    append(
+        &pending.join("history.jsonl"),
+        &event(1, "pending-20260101-000000", "run_started", json!({})),
+    );
+    let later = r#"loopctl_runs_started_total{loop="pending"}"#;
+    s.wait_until(
+        |s| value(&s.metrics(), later) == Some(1.0),
+        "the log that came later",
+    );
+}
+
 #[test]
 fn bad_requests_are_answered_and_a_slow_client_does_not_stall_a_scrape() {
     let s = Server::start(&[&fixtures().join("native-clean")], &[]);

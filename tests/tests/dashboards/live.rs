@@ -34,6 +34,7 @@ impl Ui for Captured {
         *self.addr.lock().unwrap() = Some(addr);
     }
     fn progress(&self, _: usize, _: usize) {}
+    fn replayed(&self, _: usize) {}
     fn notice(&self, text: &str) {
         self.notices.lock().unwrap().push(text.to_string());
     }

@@ -53,12 +53,11 @@ pub fn fold_file<P: Split>(path: &Path, opts: &ReadOptions, p: P) -> Result<P> {
 /// `fold_file` from `start`.
 pub fn fold_file_from<P: Split>(path: &Path, start: Start, opts: &ReadOptions, p: P) -> Result<P> {
     let mut p = p;
-    // One thread needs no look at the size: `list` folds thousands of small logs.
-    if opts.threads > 1 {
+    // One thread and any file needs no look at the size: `list` folds thousands of small logs.
+    if opts.threads > 1 || opts.regular_only {
         // Opened and looked at once (not a stat by path, then an open and a stat again).
-        let file = File::open(path).map_err(io_err(path))?;
-        let size = file.metadata().map_err(io_err(path))?.len();
-        if size.saturating_sub(start.offset) >= PARALLEL_MIN {
+        let (file, size) = crate::read::open_log(path, opts.regular_only)?;
+        if opts.threads > 1 && size.saturating_sub(start.offset) >= PARALLEL_MIN {
             return fold_parallel(path, start, opts, p, opts.threads, RUN_CHUNK);
         }
         crate::read::pieces_of(

@@ -66,7 +66,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.jsonl");
         std::fs::write(&path, &bytes).unwrap();
-        let opts = ReadOptions { max_line, threads: 1, default_run: "folder".into(), states: true };
+        let opts = ReadOptions { max_line, threads: 1, default_run: "folder".into(), states: true, regular_only: false };
         let fresh = || (Replay::new("folder"), Traces::new("folder"));
         let one = folded(fold_file(&path, &opts, fresh()).unwrap());
         let many = folded(fold_parallel(&path, Start::default(), &opts, fresh(), threads, chunk).unwrap());
@@ -201,7 +201,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.jsonl");
         std::fs::write(&path, &bytes).unwrap();
-        let opts = ReadOptions { max_line, threads: 1, default_run: "folder".into(), states: true };
+        let opts = ReadOptions { max_line, threads: 1, default_run: "folder".into(), states: true, regular_only: false };
         let one = replay(&path, &opts, None).unwrap();
         let many = fold_parallel(&path, Start::default(), &opts, Replay::new("folder"), threads, chunk).unwrap().finish();
         prop_assert!(same(&one, &many), "chunk {} threads {}", chunk, threads);

@@ -168,7 +168,7 @@ fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
     } else {
         a.paths
     };
-    let logs = textfile::logs(&paths)?;
+    let logs = textfile::maybe_logs(&paths)?;
     let mut damaged = 0usize;
     let options = a.series.options()?;
     let state = textfile::replay_with(&logs, options, &ctx.read, &mut |log, d| {

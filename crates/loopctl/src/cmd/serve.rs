@@ -72,8 +72,11 @@ impl Ui for Terminal {
         self.bar.set_position(done as u64);
         if done == total {
             self.bar.finish_and_clear();
-            eprintln!("loopctl serve: {total} log(s) replayed; following them");
         }
+    }
+
+    fn replayed(&self, logs: usize) {
+        eprintln!("loopctl serve: {logs} log(s) replayed; following them");
     }
 
     fn notice(&self, text: &str) {
