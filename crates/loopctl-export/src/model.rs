@@ -330,19 +330,18 @@ fn bump_delta<K: Hash + Eq>(map: &mut HashMap<K, Val>, key: K, d: Delta, m: Metr
     }
 }
 
-fn bump<K: Hash + Eq>(map: &mut HashMap<K, Val>, key: K, val: &Val, sign: i64) {
-    match map.get_mut(&key) {
-        Some(v) => {
-            v.add(val, sign);
-            if v.is_zero() {
-                map.remove(&key);
+/// Adds `val` to a series (moved in when the series is new); a series at zero is removed.
+fn bump_owned<K: Hash + Eq>(map: &mut HashMap<K, Val>, key: K, val: Val) {
+    match map.entry(key) {
+        Entry::Occupied(mut e) => {
+            e.get_mut().add(&val, 1);
+            if e.get().is_zero() {
+                e.remove();
             }
         }
-        None => {
-            let mut v = val.zero_like();
-            v.add(val, sign);
-            if !v.is_zero() {
-                map.insert(key, v);
+        Entry::Vacant(e) => {
+            if !val.is_zero() {
+                e.insert(val);
             }
         }
     }
@@ -455,7 +454,7 @@ impl RunMetrics {
             }
         }
         for (key, val) in self.phases.take() {
-            bump(c, key, &val, 1);
+            bump_owned(c, key, val);
         }
     }
 
@@ -526,6 +525,8 @@ pub struct MetricState {
     /// Ended runs keep their contribution unpacked: the tests' oracle (packing changes no
     /// value).
     keep_open: bool,
+    /// Ended runs it may still leave unpacked (folded alone: `ALONE_OPEN`).
+    open_budget: usize,
 }
 
 impl MetricState {
@@ -767,7 +768,11 @@ impl MetricState {
             if after != before {
                 run.flush_tally(&self.labels);
             }
-            if !self.keep_open {
+            if self.open_budget > 0 {
+                // Packed once merged, into the shared model's numbering: packing here would
+                // number the labels twice (here, then `renumber`).
+                self.open_budget -= 1;
+            } else if !self.keep_open {
                 run.contribution.pack(&mut self.labels);
             }
         }
@@ -821,6 +826,10 @@ impl MetricState {
             .collect()
     }
 }
+
+/// Ended runs a log folded alone leaves unpacked (a run folder's log holds one run; a merged
+/// log, tens of thousands, packed past these to bound its memory).
+pub(super) const ALONE_OPEN: usize = 64;
 
 /// The series of `RunMetrics::tally`.
 const TALLIED: [Key; 5] = [

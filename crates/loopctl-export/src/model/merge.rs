@@ -4,7 +4,7 @@
 //! caps do not bind (checked: `absorb`). A model folded alone keeps no totals (half the work
 //! of an event): they are the sum of the contributions, added up when it is absorbed.
 
-use super::{MetricState, Options, SourceId, Val, bump};
+use super::{MetricState, Options, SourceId, Val, bump_owned};
 
 impl MetricState {
     /// A model for one log folded alone: source 0 named `name`, no label caps (they are
@@ -16,6 +16,7 @@ impl MetricState {
             ..options.clone()
         });
         m.alone = true;
+        m.open_budget = super::ALONE_OPEN;
         m.add_source(name);
         m
     }
@@ -60,7 +61,7 @@ impl MetricState {
             if !self.alone {
                 self.totals.add(&key.series(""), &val, 1);
             }
-            bump(&mut dst.contribution.0, key, &val, 1);
+            bump_owned(&mut dst.contribution.0, key, val);
         }
         let mut renumbered = Vec::new();
         for (id, mut r) in src.runs {

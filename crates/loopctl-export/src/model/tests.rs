@@ -91,20 +91,28 @@ fn check(steps: &[Step]) {
     fold(&mut m, s, &lines);
     assert_eq!(series(&m), series(&oracle));
 
-    // In two shards by run, folded alone and merged, as the start-up folds a large log.
-    let mut shards = [0, 1].map(|_| MetricState::alone(&Options::default(), "merged"));
-    for l in &lines {
-        if let Ok(ev) = loopctl_core::parse_line(l) {
-            let run = ev.run_id.as_deref().unwrap_or("");
-            shards[usize::from(run.len() % 2 == 0)].apply(0, &ev);
-        }
-    }
-    let [mut a, b] = shards;
-    a.join(b);
+    // In two shards by run, folded alone and merged, as the start-up folds a large log: ended
+    // runs left unpacked until merged (a run folder's log), or packed in the shard and
+    // renumbered (a merged log's, past `ALONE_OPEN`).
     let mut merged = MetricState::new(Options::default());
-    let s2 = merged.add_source("merged");
-    assert!(merged.absorb(s2, a).is_ok());
-    assert_eq!(series(&merged), series(&oracle));
+    let mut s2 = 0;
+    for budget in [super::ALONE_OPEN, 0] {
+        let mut shards = [0, 1].map(|_| MetricState::alone(&Options::default(), "merged"));
+        for l in &lines {
+            if let Ok(ev) = loopctl_core::parse_line(l) {
+                let run = ev.run_id.as_deref().unwrap_or("");
+                let shard = &mut shards[usize::from(run.len() % 2 == 0)];
+                shard.open_budget = shard.open_budget.min(budget);
+                shard.apply(0, &ev);
+            }
+        }
+        let [mut a, b] = shards;
+        a.join(b);
+        merged = MetricState::new(Options::default());
+        s2 = merged.add_source("merged");
+        assert!(merged.absorb(s2, a).is_ok());
+        assert_eq!(series(&merged), series(&oracle), "budget {budget}");
+    }
 
     m.drop_source(s);
     merged.drop_source(s2);
