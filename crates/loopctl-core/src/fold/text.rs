@@ -5,16 +5,28 @@
 #[inline(always)]
 pub(crate) fn same_text(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
+    let n = a.len();
+    if n != b.len() {
         return false;
     }
-    // Up to eight bytes as one number, the first byte lowest.
-    let word = |s: &[u8]| s.iter().rev().fold(0u64, |w, &c| (w << 8) | u64::from(c));
-    match (a.split_first_chunk::<8>(), b.split_first_chunk::<8>()) {
-        _ if a.len() <= 8 => word(a) == word(b),
-        (Some((ha, ta)), Some((hb, tb))) if a.len() <= 16 => {
-            u64::from_le_bytes(*ha) == u64::from_le_bytes(*hb) && word(ta) == word(tb)
-        }
+    // The first and the last bytes of a word's width, overlapping: together every byte of a
+    // text up to twice that long, two loads each.
+    let u32s = |s: &[u8]| {
+        let (h, t) = (s.first_chunk::<4>(), s.last_chunk::<4>());
+        h.zip(t)
+            .map(|(h, t)| (u32::from_le_bytes(*h), u32::from_le_bytes(*t)))
+    };
+    let u64s = |s: &[u8]| {
+        let (h, t) = (s.first_chunk::<8>(), s.last_chunk::<8>());
+        h.zip(t)
+            .map(|(h, t)| (u64::from_le_bytes(*h), u64::from_le_bytes(*t)))
+    };
+    match n {
+        0 => true,
+        // The first, middle and last bytes are all of them.
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=8 => u32s(a) == u32s(b),
+        9..=16 => u64s(a) == u64s(b),
         _ => a == b,
     }
 }

@@ -148,6 +148,8 @@ struct Phases {
     fails: Vec<FailRun>,
     /// Phase names whose run is at least `repeat` long.
     hits: usize,
+    /// Phase names whose run is under way (at least one failure long).
+    failing: usize,
     /// Some attempt carries a git fingerprint.
     git: bool,
     /// Loop iterations in order of first appearance, and where each is in `groups`.
@@ -269,7 +271,10 @@ impl Phases {
         }
         let settled = steps.len().saturating_sub(1);
         for (i, a) in steps.iter().enumerate().take(settled).skip(self.seen) {
-            if a.finished {
+            // A step that ended well only ends its name's run: with none under way it changes
+            // nothing (a name first seen here would start at 0, as it does when it first fails).
+            // Most steps, so most of the cost: their names are not even looked up.
+            if a.finished && (self.failing > 0 || a.failed()) {
                 self.fail(i, a, repeat);
             }
         }
@@ -362,7 +367,7 @@ impl Phases {
             }
         };
         let f = &mut self.fails[at];
-        let was = f.len >= repeat;
+        let (was, was_failing) = (f.len >= repeat, f.len > 0);
         match a.error_text() {
             Some(text) => {
                 let k = normalise_error(&text);
@@ -380,6 +385,7 @@ impl Phases {
         }
         f.last = i;
         self.hits = self.hits + usize::from(f.len >= repeat) - usize::from(was);
+        self.failing = self.failing + usize::from(f.len > 0) - usize::from(was_failing);
         true
     }
 

@@ -11,7 +11,7 @@ use crate::fold::text::same_text;
 /// How many names are found by a scan (a run has a handful) before a hash takes over.
 const FEW: usize = 32;
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Names {
     /// Every name, by id.
     all: Vec<Name>,
@@ -20,6 +20,20 @@ pub(super) struct Names {
     keys: Vec<u64>,
     /// The names past the first `FEW`, by text.
     more: FxHashMap<Name, u32>,
+    /// The id given last, and per id the other id asked for right after it the last time
+    /// (`NONE` before): a run's steps come round in the same order, so the name asked for is
+    /// most often one of these two, and found by comparing one or two texts, not by a scan.
+    last: u32,
+    next: Vec<u32>,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// The same names (the guesses are no part of what a run's names are).
+impl PartialEq for Names {
+    fn eq(&self, other: &Names) -> bool {
+        self.all == other.all
+    }
 }
 
 /// A name's first bytes and length in one word: names whose words differ differ (equal words
@@ -36,6 +50,29 @@ fn key(name: &[u8]) -> u64 {
 impl Names {
     /// The id of `name`, added if new.
     pub(super) fn id(&mut self, name: &str) -> u32 {
+        let last = self.last as usize;
+        if self.all.get(last).is_some_and(|n| same_text(n, name)) {
+            return self.last;
+        }
+        let guess = self.next.get(last).copied().unwrap_or(NONE);
+        if self
+            .all
+            .get(guess as usize)
+            .is_some_and(|n| same_text(n, name))
+        {
+            self.last = guess;
+            return guess;
+        }
+        let id = self.find(name);
+        if let Some(next) = self.next.get_mut(last) {
+            *next = id;
+        }
+        self.last = id;
+        id
+    }
+
+    /// The id of `name`, added if new, without a guess.
+    fn find(&mut self, name: &str) -> u32 {
         let k = key(name.as_bytes());
         let few = self.keys.iter().enumerate();
         for (id, _) in few.filter(|(_, key)| **key == k) {
@@ -54,6 +91,7 @@ impl Names {
             self.more.insert(n.clone(), id);
         }
         self.all.push(n);
+        self.next.push(NONE);
         id
     }
 
@@ -102,5 +140,40 @@ mod tests {
         unique_ids.dedup();
         assert_eq!(unique_ids.len(), distinct.len());
         assert_eq!(names.all.len(), distinct.len());
+    }
+
+    /// Names asked for in rounds whose order changes (so the guesses miss as well as hit),
+    /// repeated, and new names among them: each keeps its first id.
+    #[test]
+    fn guessed_names_are_the_names_asked_for() {
+        let mut names = Names::default();
+        let pool = [
+            "PLAN",
+            "GENERATE",
+            "GENERATE",
+            "A",
+            "PREPARE_CHECKS",
+            "EVALUATE",
+            "B",
+        ];
+        let mut first: Vec<(String, u32)> = Vec::new();
+        let mut x = 7u32;
+        for round in 0..40 {
+            for i in 0..pool.len() {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                let t = if (x >> 16).is_multiple_of(5) {
+                    format!("{}{}", pool[i], round % 3)
+                } else {
+                    pool[(i + round / 7) % pool.len()].to_string()
+                };
+                let id = names.id(&t);
+                assert_eq!(&**names.get(id), t.as_str());
+                match first.iter().find(|(f, _)| *f == t) {
+                    Some((_, was)) => assert_eq!(id, *was, "{t}"),
+                    None => first.push((t, id)),
+                }
+            }
+        }
+        assert_eq!(names.all.len(), first.len());
     }
 }
