@@ -420,6 +420,19 @@ struct Live {
     admitted: Vec<Name>,
 }
 
+impl Live {
+    /// Room for a run's derived steps made once (an aif-loop run has dozens; grown from 4 by
+    /// doubling, each would be copied about once more): only running runs have one.
+    fn new() -> Box<Live> {
+        let mut l = Box::<Live>::default();
+        l.trace.steps.reserve(LIVE_STEPS);
+        l
+    }
+}
+
+/// Derived steps a running run's trace has room for from its start (192 bytes each).
+const LIVE_STEPS: usize = 128;
+
 impl RunMetrics {
     /// Whether the run still keeps its trace (it is running).
     pub fn is_live(&self) -> bool {
@@ -650,7 +663,7 @@ impl MetricState {
                     contribution: RunContribution::default(),
                     tally: [0; 5],
                     phases: PhaseCounts::default(),
-                    live: Some(Box::default()),
+                    live: Some(Live::new()),
                 };
                 self.add(&mut r, Key::new(Metric::RunsStarted), Delta::Count(1));
                 self.add(&mut r, runs_key(Status::Running), Delta::Count(1));
@@ -704,7 +717,7 @@ impl MetricState {
         // add no phase, evaluation or verdict, unless it starts again, with a fresh trace.
         let mut live = match run.live.take() {
             Some(l) => Some(l),
-            None if after == Status::Running => Some(Box::default()),
+            None if after == Status::Running => Some(Live::new()),
             None => None,
         };
         if let Some(l) = live.as_deref_mut() {
