@@ -540,6 +540,8 @@ pub struct MetricState {
     keep_open: bool,
     /// Ended runs it may still leave unpacked (folded alone: `ALONE_OPEN`).
     open_budget: usize,
+    /// Other shards of the log folded alone, joined (`join`), absorbed with it.
+    joined: Vec<MetricState>,
 }
 
 impl MetricState {

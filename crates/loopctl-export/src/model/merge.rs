@@ -25,18 +25,31 @@ impl MetricState {
     /// and fed nothing since). Gives `other` back untouched when a label cap would bind: which
     /// labels fold into `other` then depends on the order of the events, and the caller folds
     /// that log into this model line by line instead.
-    pub fn absorb(&mut self, source: SourceId, other: MetricState) -> Result<(), Box<MetricState>> {
+    pub fn absorb(
+        &mut self,
+        source: SourceId,
+        mut other: MetricState,
+    ) -> Result<(), Box<MetricState>> {
         let (loops, phases) = (self.options.max_loops, self.options.max_phases);
         if !self.caps.admits(&other.caps, loops, phases) {
             return Err(Box::new(other));
         }
+        let joined = std::mem::take(&mut other.joined);
         self.merge(source, other);
+        for shard in joined {
+            self.merge(source, shard);
+        }
         Ok(())
     }
 
-    /// Takes in another shard of the same log (folded alone, its runs not this one's).
-    pub fn join(&mut self, other: MetricState) {
-        self.merge(0, other);
+    /// Takes in another shard of the same log (folded alone, its runs not this one's). Its
+    /// runs wait for `absorb`: taken in here, each would be numbered twice over (into this
+    /// shard's labels, then the shared model's), on one thread after the shards' fold.
+    pub fn join(&mut self, mut other: MetricState) {
+        // The caps `absorb` checks are all the shards'.
+        self.caps.take_in(std::mem::take(&mut other.caps));
+        self.joined.append(&mut other.joined);
+        self.joined.push(other);
     }
 
     fn merge(&mut self, source: SourceId, other: MetricState) {
@@ -64,6 +77,7 @@ impl MetricState {
             bump_owned(&mut dst.contribution.0, key, val);
         }
         let mut renumbered = Vec::new();
+        dst.runs.reserve(src.runs.len());
         for (id, mut r) in src.runs {
             r.flush_tally(&labels);
             let totals = &mut self.totals;
