@@ -190,6 +190,10 @@ impl Split for LogFold {
         LogFold::new(&self.m.options, name, self.feed.max_line)
     }
 
+    fn settle(&mut self) {
+        self.m.settle();
+    }
+
     fn join(&mut self, other: Self) {
         self.m.join(other.m);
         self.feed.next_offset = self.feed.next_offset.max(other.feed.next_offset);

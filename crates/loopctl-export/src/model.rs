@@ -542,6 +542,8 @@ pub struct MetricState {
     open_budget: usize,
     /// Other shards of the log folded alone, joined (`join`), absorbed with it.
     joined: Vec<MetricState>,
+    /// Folded alone and settled (`settle`): `totals` holds its runs' contributions summed.
+    settled: bool,
 }
 
 impl MetricState {

@@ -42,6 +42,25 @@ impl MetricState {
         Ok(())
     }
 
+    /// A shard of a log folded alone, all its lines read (on its own thread, beside the other
+    /// shards): its runs' contributions summed by series, so that absorbing it adds each series
+    /// once, not once per run (a merged log's tens of thousands, on one thread).
+    pub fn settle(&mut self) {
+        if !self.alone || self.settled {
+            return;
+        }
+        let (labels, totals) = (&self.labels, &mut self.totals);
+        for src in self.sources.iter_mut().flatten() {
+            for r in src.runs.values_mut() {
+                r.flush_tally(labels);
+                r.contribution.for_each(labels, |key, val| {
+                    totals.add(&key.series(&r.loop_label), val, 1);
+                });
+            }
+        }
+        self.settled = true;
+    }
+
     /// Takes in another shard of the same log (folded alone, its runs not this one's). Its
     /// runs wait for `absorb`: taken in here, each would be numbered twice over (into this
     /// shard's labels, then the shared model's), on one thread after the shards' fold.
@@ -58,8 +77,15 @@ impl MetricState {
             running,
             caps,
             labels,
+            totals,
+            settled,
             ..
         } = other;
+        // A settled shard's runs are summed already (`settle`).
+        let settled = settled && !self.alone;
+        if settled {
+            self.totals.add_all(totals);
+        }
         self.caps.take_in(caps);
         let (Some(Some(mut src)), Some(Some(dst))) =
             (sources.into_iter().next(), self.sources.get_mut(source))
@@ -84,7 +110,8 @@ impl MetricState {
             let label = &r.loop_label;
             let mut add =
                 |key: &super::Key, val: &super::Val| totals.add(&key.series(label), val, 1);
-            let f: Option<&mut super::packed::Visit<'_>> = (!self.alone).then_some(&mut add);
+            let f: Option<&mut super::packed::Visit<'_>> =
+                (!self.alone && !settled).then_some(&mut add);
             r.contribution
                 .renumber(&labels, &mut self.labels, &mut renumbered, f);
             if !r.is_live() && !self.keep_open {

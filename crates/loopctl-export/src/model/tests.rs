@@ -93,10 +93,11 @@ fn check(steps: &[Step]) {
 
     // In two shards by run, folded alone and merged, as the start-up folds a large log: ended
     // runs left unpacked until merged (a run folder's log), or packed in the shard and
-    // renumbered (a merged log's, past `ALONE_OPEN`).
+    // renumbered (a merged log's, past `ALONE_OPEN`); the shards settled (their runs summed
+    // on their threads) as the driver does, or not.
     let mut merged = MetricState::new(Options::default());
     let mut s2 = 0;
-    for budget in [super::ALONE_OPEN, 0] {
+    for (budget, settle) in [(super::ALONE_OPEN, true), (0, true), (0, false)] {
         let mut shards = [0, 1].map(|_| MetricState::alone(&Options::default(), "merged"));
         for l in &lines {
             if let Ok(ev) = loopctl_core::parse_line(l) {
@@ -106,12 +107,19 @@ fn check(steps: &[Step]) {
                 shard.apply(0, &ev);
             }
         }
+        if settle {
+            shards.iter_mut().for_each(MetricState::settle);
+        }
         let [mut a, b] = shards;
         a.join(b);
         merged = MetricState::new(Options::default());
         s2 = merged.add_source("merged");
         assert!(merged.absorb(s2, a).is_ok());
-        assert_eq!(series(&merged), series(&oracle), "budget {budget}");
+        assert_eq!(
+            series(&merged),
+            series(&oracle),
+            "budget {budget}, settled {settle}"
+        );
     }
 
     m.drop_source(s);
