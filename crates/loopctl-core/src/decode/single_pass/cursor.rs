@@ -254,59 +254,32 @@ impl<'a> P<'a> {
             return Some(i + 1);
         }
         loop {
-            if *b.get(i)? != b'"' {
-                return None;
-            }
-            let (end, escaped) = string_end(b, i + 1)?;
-            if escaped || *b.get(end)? != b':' {
-                return None;
-            }
-            let key = &b[i + 1..end - 1];
-            i = end + 1;
-            i = match (key.len(), key) {
-                (2, b"to") | (13, b"new_iteration") => self.flat_u64(i, &mut f.new_iteration)?,
-                (5, b"score") => self.flat_f64(i, &mut f.score)?,
-                // A nested object: `facts_general` reads it.
-                (5, b"usage") if b.get(i) == Some(&b'{') => return None,
-                _ if !ALL => flat_value(b, i)?,
-                (9, b"tokens_in") | (12, b"input_tokens") => self.flat_u64(i, &mut f.tokens_in)?,
-                (10, b"tokens_out") | (13, b"output_tokens") => {
-                    self.flat_u64(i, &mut f.tokens_out)?
-                }
-                (10, b"fail_count") => self.flat_u64(i, &mut f.fail_count)?,
-                // `USAGE_EXTRAS`, spelt out: arms on the key's length cost nothing to the others.
-                (8, b"cost_usd")
-                | (14, b"total_cost_usd")
-                | (17, b"cache_read_tokens")
-                | (21, b"cache_creation_tokens")
-                | (23, b"cache_read_input_tokens")
-                | (27, b"cache_creation_input_tokens") => {
-                    f.usage_extras = true;
-                    flat_value(b, i)?
-                }
-                (9, b"threshold") => self.flat_f64(i, &mut f.threshold)?,
-                (6, b"passed") => match b.get(i)? {
-                    b't' => {
-                        f.passed = Some(true);
-                        lit_end(b, i, b"true")?
+            i = 'member: {
+                // The keys aif-loop writes on most events, matched whole with their quotes and
+                // colon: one compare, no scan for the closing quote.
+                match b.get(i + 1) {
+                    Some(b't') => {
+                        if let Some(j) = lit_end(b, i, b"\"tokens_in\":") {
+                            break 'member match ALL {
+                                true => self.flat_u64(j, &mut f.tokens_in)?,
+                                false => flat_value(b, j)?,
+                            };
+                        }
+                        if let Some(j) = lit_end(b, i, b"\"tokens_out\":") {
+                            break 'member match ALL {
+                                true => self.flat_u64(j, &mut f.tokens_out)?,
+                                false => flat_value(b, j)?,
+                            };
+                        }
                     }
-                    b'f' => {
-                        f.passed = Some(false);
-                        lit_end(b, i, b"false")?
+                    Some(b'd') => {
+                        if let Some(j) = lit_end(b, i, b"\"duration_ms\":") {
+                            break 'member flat_value(b, j)?;
+                        }
                     }
-                    _ => {
-                        f.passed = None;
-                        flat_value(b, i)?
-                    }
-                },
-                (6, b"failed") | (12, b"failed_rules") => self.flat_strings(i, &mut f.failed)?,
-                (8, b"warnings") | (10, b"warn_rules") => self.flat_strings(i, &mut f.warnings)?,
-                (6, b"reason") => {
-                    let (value, end) = self.flat_string(i)?;
-                    f.reason = value.map(Cow::into_owned);
-                    end
+                    _ => {}
                 }
-                _ => flat_value(b, i)?,
+                self.flat_member::<ALL>(i, f)?
             };
             match *b.get(i)? {
                 b',' => i += 1,
@@ -314,6 +287,65 @@ impl<'a> P<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// A member of `flat_facts` other than the usual three (`i` on its key's `"`): the index
+    /// past its value.
+    #[inline(always)]
+    fn flat_member<const ALL: bool>(&self, i: usize, f: &mut Facts) -> Option<usize> {
+        let b = self.b;
+        if *b.get(i)? != b'"' {
+            return None;
+        }
+        let (end, escaped) = string_end(b, i + 1)?;
+        if escaped || *b.get(end)? != b':' {
+            return None;
+        }
+        let key = &b[i + 1..end - 1];
+        let i = end + 1;
+        Some(match (key.len(), key) {
+            (2, b"to") | (13, b"new_iteration") => self.flat_u64(i, &mut f.new_iteration)?,
+            (5, b"score") => self.flat_f64(i, &mut f.score)?,
+            // A nested object: `facts_general` reads it.
+            (5, b"usage") if b.get(i) == Some(&b'{') => return None,
+            _ if !ALL => flat_value(b, i)?,
+            (9, b"tokens_in") | (12, b"input_tokens") => self.flat_u64(i, &mut f.tokens_in)?,
+            (10, b"tokens_out") | (13, b"output_tokens") => self.flat_u64(i, &mut f.tokens_out)?,
+            (10, b"fail_count") => self.flat_u64(i, &mut f.fail_count)?,
+            // `USAGE_EXTRAS`, spelt out: arms on the key's length cost nothing to the others.
+            (8, b"cost_usd")
+            | (14, b"total_cost_usd")
+            | (17, b"cache_read_tokens")
+            | (21, b"cache_creation_tokens")
+            | (23, b"cache_read_input_tokens")
+            | (27, b"cache_creation_input_tokens") => {
+                f.usage_extras = true;
+                flat_value(b, i)?
+            }
+            (9, b"threshold") => self.flat_f64(i, &mut f.threshold)?,
+            (6, b"passed") => match b.get(i)? {
+                b't' => {
+                    f.passed = Some(true);
+                    lit_end(b, i, b"true")?
+                }
+                b'f' => {
+                    f.passed = Some(false);
+                    lit_end(b, i, b"false")?
+                }
+                _ => {
+                    f.passed = None;
+                    flat_value(b, i)?
+                }
+            },
+            (6, b"failed") | (12, b"failed_rules") => self.flat_strings(i, &mut f.failed)?,
+            (8, b"warnings") | (10, b"warn_rules") => self.flat_strings(i, &mut f.warnings)?,
+            (6, b"reason") => {
+                let (value, end) = self.flat_string(i)?;
+                f.reason = value.map(Cow::into_owned);
+                end
+            }
+            _ => flat_value(b, i)?,
+        })
     }
 
     /// `opt_u64` at `i` for `flat_facts`: the index past the value.

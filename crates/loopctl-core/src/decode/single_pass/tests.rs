@@ -213,7 +213,10 @@ proptest! {
         members in prop::collection::vec((prop::sample::select(vec![
             "score", "passed", "threshold", "failed", "failed_rules", "warnings", "warn_rules",
             "fail_count", "reason", "new_iteration", "to", "tokens_in", "input_tokens",
-            "tokens_out", "output_tokens", "usage", "duration_ms", "path", "t\\u006f"]),
+            "tokens_out", "output_tokens", "usage", "duration_ms", "path", "t\\u006f",
+            // Near the keys matched whole (quotes and colon included): longer, shorter, escaped.
+            "tokens_i", "tokens_inn", "tokens_ou", "tokens_outs", "tokens_\\u0069n", "t",
+            "duration_m", "duration_mss", "d", "duration\\u005fms"]),
             fact_value()), 0..7),
         spaced in any::<bool>()) {
         let sep = if spaced { ", " } else { "," };
