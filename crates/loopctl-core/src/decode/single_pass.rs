@@ -34,6 +34,7 @@ struct AifHead<'a> {
     phase: &'a str,
     step: &'a str,
     name: &'a str,
+    kind: Kind,
     status: &'a str,
 }
 
@@ -59,7 +60,9 @@ fn aif_head<'a>(p: &mut P<'a>) -> Option<AifHead<'a>> {
     p.lit(b",\"status\":\"")?;
     let status = p.plain()?;
     p.lit(b",\"payload\":")?;
-    if p.b.get(p.i) != Some(&b'{') || has_dot(name) {
+    // A known name has no dot: only the others are looked at for one (Avenor's).
+    let kind = Kind::from_name(name);
+    if p.b.get(p.i) != Some(&b'{') || (kind == Kind::Other && has_dot(name)) {
         return None;
     }
     Some(AifHead {
@@ -70,6 +73,7 @@ fn aif_head<'a>(p: &mut P<'a>) -> Option<AifHead<'a>> {
         phase,
         step,
         name,
+        kind,
         status,
     })
 }
@@ -109,7 +113,7 @@ fn aif_shape<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a>) -> Option
     if FACTS {
         ev.ts = Ts::parse_rfc3339(head.ts);
     }
-    ev.kind = Kind::from_name(head.name);
+    ev.kind = head.kind;
     ev.name = Cow::Borrowed(head.name);
     Some(())
 }
@@ -145,7 +149,7 @@ pub(crate) fn aif_brief(line: &str, want: impl Fn(Kind) -> bool) -> Option<Brief
         i: 0,
     };
     let head = aif_head(&mut p)?;
-    let kind = Kind::from_name(head.name);
+    let kind = head.kind;
     let mut facts = RowFacts::default();
     if want(kind) {
         let mut f = Facts::default();

@@ -506,11 +506,13 @@ impl<'a> P<'a> {
             return None;
         }
         self.i = start + len;
-        // At most 19 digits: no overflow.
-        Some(
-            self.b[start..start + len]
-                .iter()
-                .fold(0u64, |n, &c| n * 10 + u64::from(c - b'0')),
-        )
+        let d = |c: u8| u64::from(c - b'0');
+        // At most 19 digits: no overflow. One or two (most `iteration`s and `seq`s) without
+        // the loop.
+        Some(match self.b[start..start + len] {
+            [a] => d(a),
+            [a, b] => d(a) * 10 + d(b),
+            ref all => all.iter().fold(0, |n, &c| n * 10 + d(c)),
+        })
     }
 }

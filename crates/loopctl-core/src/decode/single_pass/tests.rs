@@ -385,3 +385,38 @@ fn the_usage_extra_keys_pass_the_length_and_first_byte_screen() {
         b"cache_read_input_tokenz_"
     ));
 }
+
+/// `aif_head` looks for a dot (Avenor's names) only in names that are no known kind.
+#[test]
+fn known_kind_names_have_no_dot() {
+    for k in Kind::ALL {
+        assert!(!k.name().contains('.'), "{}", k.name());
+    }
+}
+
+proptest! {
+    /// aif-loop's shape with any `seq` and `iteration` text (one or two digits take a shortcut)
+    /// and names known, unknown or dotted: the fast path reads it as the reference does.
+    #[test]
+    fn aif_lines_agree(seq in prop::sample::select(vec![
+            "0", "7", "00", "01", "10", "99", "123", "1234567890123456789", "12345678901234567890",
+            "-1", "1.0", "1e2"]),
+            iteration in 0u64..200,
+            name in prop::sample::select(vec![
+            "evaluation_done", "run_started", "tool_call", "x.y", "evaluation_done.x",
+            "a.b.c.d.e.f.g.h.i", "abcdefgh.", "abcdefghijklmnop.q", ""])) {
+        let line = format!(r#"{{"ts":"2026-02-18T13:03:23.570Z","run_id":"r","seq":{seq},"iteration":{iteration},"phase":"A","step":"PLAN","event":"{name}","status":"ok","payload":{{"tokens_in":1}}}}"#);
+        prop_assert!(agrees(&line), "{}", line);
+        let fast = parse_line_fast(&line);
+        // A plain integer of at most 19 digits, no leading zero, and a name without a dot.
+        let plain = seq.bytes().all(|c| c.is_ascii_digit())
+            && seq.len() <= 19
+            && (seq.len() == 1 || !seq.starts_with('0'));
+        if plain && !name.contains('.') {
+            prop_assert!(fast.is_some(), "{}", line);
+            let ev = fast.unwrap();
+            prop_assert_eq!(ev.seq, seq.parse().ok());
+            prop_assert_eq!(ev.iteration, Some(iteration));
+        }
+    }
+}
