@@ -135,6 +135,27 @@ pub(super) fn digit_run(b: &[u8], start: usize) -> usize {
     i - start
 }
 
+/// The digits starting at `i` when one to seven of them are followed by another byte among the
+/// eight at `i`: their value and count, the eight bytes read as one word and combined in three
+/// multiplies (two digits, then four, then eight). `None` otherwise (fewer than eight bytes
+/// left, eight digits, no digit at `i`).
+#[inline(always)]
+pub(super) fn short_digits(b: &[u8], i: usize) -> Option<(u64, usize)> {
+    let x = u64::from_le_bytes(*b.get(i..)?.first_chunk::<8>()?);
+    // As in `digit_run`: the lowest flag is the first byte that is not a digit.
+    let not_digit = (x.wrapping_sub(ONES * 0x30) | x.wrapping_add(ONES * 0x46)) & (ONES * 0x80);
+    let len = (not_digit.trailing_zeros() / 8) as usize;
+    if !(1..8).contains(&len) {
+        return None;
+    }
+    // The digits' values in the high bytes, zeros (leading zeros) below: the first digit read is
+    // the lowest byte, the most significant of each pair.
+    let d = (x & (ONES * 0x0F)) << (64 - 8 * len);
+    let d = (d.wrapping_mul(10 << 8 | 1) >> 8) & 0x00FF_00FF_00FF_00FF;
+    let d = (d.wrapping_mul(100 << 16 | 1) >> 16) & 0x0000_FFFF_0000_FFFF;
+    Some((d.wrapping_mul(10_000 << 32 | 1) >> 32, len))
+}
+
 /// Whether `s` holds a `.`, eight bytes a step.
 #[inline(always)]
 pub(super) fn has_dot(s: &str) -> bool {

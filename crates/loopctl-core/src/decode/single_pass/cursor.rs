@@ -354,6 +354,13 @@ impl<'a> P<'a> {
         let b = self.b;
         match *b.get(i)? {
             b'0'..=b'9' => {
+                if let Some((n, len)) = short_digits(b, i)
+                    && (b[i] != b'0' || len == 1)
+                    && !matches!(b[i + len], b'.' | b'e' | b'E')
+                {
+                    *out = Some(n);
+                    return Some(i + len);
+                }
                 let len = digit_run(b, i);
                 let plain = len <= 19
                     && (b[i] != b'0' || len == 1)
@@ -501,18 +508,22 @@ impl<'a> P<'a> {
     #[inline(always)]
     pub(super) fn digits(&mut self) -> Option<u64> {
         let start = self.i;
+        if let Some((n, len)) = short_digits(self.b, start)
+            && (self.b[start] != b'0' || len == 1)
+        {
+            self.i = start + len;
+            return Some(n);
+        }
         let len = digit_run(self.b, start);
         if len == 0 || len > 19 || (self.b[start] == b'0' && len > 1) {
             return None;
         }
         self.i = start + len;
-        let d = |c: u8| u64::from(c - b'0');
-        // At most 19 digits: no overflow. One or two (most `iteration`s and `seq`s) without
-        // the loop.
-        Some(match self.b[start..start + len] {
-            [a] => d(a),
-            [a, b] => d(a) * 10 + d(b),
-            ref all => all.iter().fold(0, |n, &c| n * 10 + d(c)),
-        })
+        // At most 19 digits: no overflow.
+        Some(
+            self.b[start..start + len]
+                .iter()
+                .fold(0u64, |n, &c| n * 10 + u64::from(c - b'0')),
+        )
     }
 }

@@ -292,6 +292,20 @@ proptest! {
 }
 
 proptest! {
+    /// `short_digits` reads one to seven digits followed by another byte as `str::parse` does,
+    /// and declines anything else.
+    #[test]
+    fn short_digits_parse_as_str_does(digits in "[0-9]{0,9}", after in prop::sample::select(
+            b",}].eE\"x 0".to_vec()), pad in 0usize..9) {
+        let mut b = digits.clone().into_bytes();
+        b.push(after);
+        b.extend(std::iter::repeat_n(b'1', pad));
+        let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
+        let want = (b.len() >= 8 && (1..8).contains(&n))
+            .then(|| (String::from_utf8_lossy(&b[..n]).parse::<u64>().unwrap(), n));
+        prop_assert_eq!(short_digits(&b, 0), want, "{:?}", String::from_utf8_lossy(&b));
+    }
+
     #[test]
     fn mutated_lines_agree(which in 0..LINES.len(), at in any::<prop::sample::Index>(),
                            byte in prop::sample::select(b"{}[],:\"\\ 0-.eEtfnu1a\x01\x7f".to_vec()),
