@@ -82,8 +82,10 @@ rss_mib() { awk -v k="$2:" '$1==k {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 
 # Starts serve on "$@" (not in a subshell: it sets SERVER, PORT, STARTUP and STARTCPU): STARTUP is
 # the seconds from launch to the first /healthz 200, STARTCPU the server's CPU seconds then.
-# bench/launch.py launches and polls from one idle process (a curl per poll would take CPU from
-# the server on a 2-core machine), says so through a fifo, and stays the server's parent.
+# bench/launch.py launches it and waits, idle, for the line serve prints once the replay is done
+# (then checks /healthz: 200); polling /healthz would take CPU from the server as it starts up
+# (a connection and a thread per request). It says so through a fifo and stays the server's
+# parent.
 start_serve() {
   PORT=$(free_port)
   rm -f "$WORK/ready"; mkfifo "$WORK/ready"
@@ -254,10 +256,11 @@ cat <<EOF
 ## loopctl serve (issue 18 §6)
 
 \`bench/serve.sh --runs $RUNS --scrapes $SCRAPES --rate $RATE --live $LIVE$(printf ' --merged %s' "${MERGED[@]}")\` on $(date -u +%Y-%m-%d),
-$(nproc) cores, \`$("$LOOPCTL" --version)\`. Start-up: launch to the first \`200\` on \`/healthz\`
-(the replay done), polled every 2 ms by one idle process (\`bench/launch.py\`), median of $RUNS,
-page cache warm; \`list --json\` on the same input, launched the same way. CPU s: the process's
-user + system seconds (the server's at its first 200).
+$(nproc) cores, \`$("$LOOPCTL" --version)\`. Start-up: launch to the line serve prints
+once the replay is done, when \`/healthz\` turns \`200\` (checked), by one idle process
+(\`bench/launch.py\`: no polling), median of $RUNS, page cache warm; \`list --json\` on the same
+input, launched the same way. CPU s: the process's user + system seconds (the server's at that
+line).
 Load average (1, 5, 15 min) at the start: $LOAD0; at the end: $(cut -d' ' -f1-3 /proc/loadavg).
 
 $TABLE

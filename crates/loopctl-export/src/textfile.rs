@@ -117,19 +117,24 @@ pub fn fold_logs(
     options: &Options,
     read: &ReadOptions,
 ) -> Vec<Result<LogFold, ExportError>> {
-    let runs: Vec<RunRef> = logs.iter().map(|l| RunRef::file(&l.log)).collect();
-    let names: std::collections::HashMap<&Path, &str> = logs
-        .iter()
-        .map(|l| (l.log.as_path(), l.name.as_str()))
-        .collect();
     let read = &only_logs(read);
-    fold_runs(&runs, read, |r| {
-        let name = names.get(r.log.as_path()).copied().unwrap_or(&r.name);
-        LogFold::new(options, name, read.max_line)
+    fold_runs(&log_runs(logs), read, |r| {
+        LogFold::new(options, &r.name, read.max_line)
     })
     .into_iter()
     .map(|r| r.map_err(ExportError::from))
     .collect()
+}
+
+/// The logs as the fold driver takes them, each named as the log is (its folder's name; the
+/// driver's own `RunRef::file` would name it by its file stem).
+fn log_runs(logs: &[LogRef]) -> Vec<RunRef> {
+    logs.iter()
+        .map(|l| RunRef {
+            name: l.name.clone(),
+            ..RunRef::file(&l.log)
+        })
+        .collect()
 }
 
 /// `fold_logs` a batch at a time (`BATCH`), the next batch folded while `take` is handed one
@@ -140,24 +145,22 @@ pub fn fold_logs_batched(
     read: &ReadOptions,
     mut take: impl FnMut(usize, Vec<Result<LogFold, ExportError>>) -> bool,
 ) {
-    let runs: Vec<RunRef> = logs.iter().map(|l| RunRef::file(&l.log)).collect();
-    let names: std::collections::HashMap<&Path, &str> = logs
-        .iter()
-        .map(|l| (l.log.as_path(), l.name.as_str()))
-        .collect();
-    let make = |r: &RunRef| {
-        let name = names.get(r.log.as_path()).copied().unwrap_or(&r.name);
-        LogFold::new(options, name, read.max_line)
-    };
-    fold_runs_batched(&runs, BATCH, &only_logs(read), make, |start, folded| {
-        take(
-            start,
-            folded
-                .into_iter()
-                .map(|r| r.map_err(ExportError::from))
-                .collect(),
-        )
-    });
+    let make = |r: &RunRef| LogFold::new(options, &r.name, read.max_line);
+    fold_runs_batched(
+        &log_runs(logs),
+        BATCH,
+        &only_logs(read),
+        make,
+        |start, folded| {
+            take(
+                start,
+                folded
+                    .into_iter()
+                    .map(|r| r.map_err(ExportError::from))
+                    .collect(),
+            )
+        },
+    );
 }
 
 /// `read` for `fold_logs`: a path that names no regular file is `NotALog` (`maybe_logs`).
