@@ -51,19 +51,21 @@ impl From<RunRef> for LogRef {
 /// Every log named by `specs`: a log file, a run folder (holding `history.jsonl`), or a root
 /// whose run folders are its subfolders. A root is scanned again by `serve` for new runs.
 pub fn logs(specs: &[PathBuf]) -> Result<Vec<LogRef>, ExportError> {
-    logs_with(specs, discover::list_runs)
+    logs_with(specs, discover::list_runs, false)
 }
 
 /// `logs`, but a root's subfolders are taken unlooked-at (`discover::maybe_runs`): for
 /// `fold_logs`, which opens every log anyway and skips what is no log (`absorb`). Spares a stat
 /// of every log, on one thread, before any is read (`serve`'s start-up, `export`).
 pub fn maybe_logs(specs: &[PathBuf]) -> Result<Vec<LogRef>, ExportError> {
-    logs_with(specs, discover::maybe_runs)
+    logs_with(specs, discover::maybe_runs, true)
 }
 
+/// `in_path_order`: `runs_of` gives a root's runs in the order of their logs' paths.
 fn logs_with(
     specs: &[PathBuf],
     runs_of: fn(&Path) -> loopctl_store::Result<Vec<RunRef>>,
+    in_path_order: bool,
 ) -> Result<Vec<LogRef>, ExportError> {
     let mut out = Vec::new();
     for s in specs {
@@ -77,8 +79,11 @@ fn logs_with(
             return Err(ExportError::Missing(s.clone()));
         }
     }
-    out.sort_by(|a, b| a.log.cmp(&b.log));
-    out.dedup_by(|a, b| a.log == b.log);
+    if specs.len() > 1 || !in_path_order {
+        // One spec's logs are then in path order already, once each.
+        out.sort_by(|a, b| a.log.cmp(&b.log));
+        out.dedup_by(|a, b| a.log == b.log);
+    }
     Ok(out)
 }
 

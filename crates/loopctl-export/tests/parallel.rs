@@ -173,11 +173,32 @@ fn subfolders_taken_unlooked_at_print_what_the_run_folders_print() {
     assert!(made.is_ok_and(|s| s.success()), "mkfifo");
     std::fs::write(root.join("notes.txt"), "not a run\n").unwrap();
 
+    // Names whose byte order is not their order as text and paths (`a-b` < `a/…`), and one
+    // that is not UTF-8: both lists must come in the logs' path order.
+    use std::os::unix::ffi::OsStrExt;
+    let odd = [
+        std::ffi::OsStr::new("a-b"),
+        std::ffi::OsStr::new("a"),
+        std::ffi::OsStr::new("a.b"),
+        std::ffi::OsStr::from_bytes(b"a\xff"),
+        std::ffi::OsStr::new("a\u{ffff}"),
+    ];
+    let some_log = &fixture_logs()[0].log;
+    for name in odd {
+        std::fs::create_dir_all(root.join(name)).unwrap();
+        std::fs::copy(some_log, root.join(name).join("history.jsonl")).unwrap();
+    }
     let roots = [root.to_path_buf()];
     let checked = logs(&roots).unwrap();
     let unchecked = maybe_logs(&roots).unwrap();
-    assert_eq!(checked.len(), 6);
-    assert_eq!(unchecked.len(), 10, "{unchecked:?}");
+    assert_eq!(checked.len(), 11);
+    assert_eq!(unchecked.len(), 15, "{unchecked:?}");
+    let real: Vec<LogRef> = unchecked
+        .iter()
+        .filter(|l| l.log.is_file())
+        .cloned()
+        .collect();
+    assert_eq!(real, checked, "the same logs in the same order");
     let options = Options::default();
     for threads in [1, 2] {
         let (tx, rx) = std::sync::mpsc::channel();

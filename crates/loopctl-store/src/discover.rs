@@ -429,17 +429,22 @@ pub fn list_runs(root: &Path) -> Result<Vec<RunRef>> {
 /// The root's subfolders (and links) as run folders, without looking inside them: `list_runs`
 /// and folders without a log. For a reader that opens every log anyway with
 /// `ReadOptions::regular_only`, a folder whose log is `StoreError::NotALog` was not a run. Spares
-/// `list_runs`' look at every log, made on one thread before any log is read (`serve`).
+/// `list_runs`' look at every log, made on one thread before any log is read (`serve`). In the
+/// order of their logs' paths.
 pub fn maybe_runs(root: &Path) -> Result<Vec<RunRef>> {
     let rd = std::fs::read_dir(root).map_err(io_err(root))?;
-    let mut out: Vec<RunRef> = rd
+    let mut names: Vec<std::ffi::OsString> = rd
         .filter_map(|e| e.ok())
         // The type readdir tells (no stat): plain files are no run folders.
         .filter(|e| e.file_type().is_ok_and(|t| !t.is_file()))
-        .map(|e| RunRef::folder(&e.path()))
+        .map(|e| e.file_name())
         .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+    // By the bytes of the name: the order of their paths (the one component they differ in).
+    names.sort_unstable();
+    Ok(names
+        .iter()
+        .map(|n| RunRef::folder(&root.join(n)))
+        .collect())
 }
 
 /// The run folders under a root, as `list` and `status` see it: a root the user named
