@@ -94,16 +94,17 @@ impl Kind {
 }
 
 /// Payload fields the reducer needs on the hot path, pulled out while the line is scanned.
-/// Rarer payloads are decoded from `Event::payload` when they are applied.
+/// Rarer payloads are decoded from `Event::payload` when they are applied. Rule ids borrow
+/// from the line (owned only when escaped), like the event's other text.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Facts {
+pub struct Facts<'a> {
     pub score: Option<f64>,
     pub passed: Option<bool>,
     pub threshold: Option<f64>,
     /// Failed fail-severity rule ids (`failed` or `failed_rules`).
-    pub failed: Option<Vec<String>>,
+    pub failed: Option<Vec<Cow<'a, str>>>,
     /// Failed warn-severity rule ids (`warnings` or `warn_rules`).
-    pub warnings: Option<Vec<String>>,
+    pub warnings: Option<Vec<Cow<'a, str>>>,
     pub fail_count: Option<u64>,
     pub reason: Option<String>,
     pub new_iteration: Option<u64>,
@@ -133,8 +134,13 @@ pub(crate) fn is_usage_extra(key: &[u8]) -> bool {
         && USAGE_EXTRAS.iter().any(|k| k.as_bytes() == key)
 }
 
-impl Facts {
-    pub(crate) fn take(&mut self, sc: &mut Scanner<'_>, key: &str) -> Result<(), JsonError> {
+/// Rule ids that outlive their line.
+fn own_ids(ids: Option<Vec<Cow<'_, str>>>) -> Option<Vec<Cow<'static, str>>> {
+    ids.map(|v| v.into_iter().map(|s| Cow::Owned(s.into_owned())).collect())
+}
+
+impl<'a> Facts<'a> {
+    pub(crate) fn take(&mut self, sc: &mut Scanner<'a>, key: &str) -> Result<(), JsonError> {
         match key {
             "score" => self.score = sc.opt_f64()?,
             "passed" => self.passed = sc.opt_bool()?,
@@ -155,14 +161,30 @@ impl Facts {
         Ok(())
     }
 
-    fn from_value(v: &Value) -> Facts {
-        let mut text = String::new();
-        let mut f = Facts::default();
-        if serde_json::to_string(v).map(|s| text = s).is_ok() {
-            let mut sc = Scanner::new(&text);
-            let _ = sc.object(|sc, k| f.take(sc, &k));
+    pub fn into_owned(self) -> Facts<'static> {
+        Facts {
+            failed: own_ids(self.failed),
+            warnings: own_ids(self.warnings),
+            score: self.score,
+            passed: self.passed,
+            threshold: self.threshold,
+            fail_count: self.fail_count,
+            reason: self.reason,
+            new_iteration: self.new_iteration,
+            tokens_in: self.tokens_in,
+            tokens_out: self.tokens_out,
+            usage_extras: self.usage_extras,
         }
-        f
+    }
+
+    fn from_value(v: &Value) -> Facts<'static> {
+        let Ok(text) = serde_json::to_string(v) else {
+            return Facts::default();
+        };
+        let mut f = Facts::default();
+        let mut sc = Scanner::new(&text);
+        let _ = sc.object(|sc, k| f.take(sc, &k));
+        f.into_owned()
     }
 }
 
@@ -184,7 +206,7 @@ pub struct Event<'a> {
     pub status: Option<Cow<'a, str>>,
     /// The payload object as JSON text.
     pub payload: Option<Cow<'a, str>>,
-    pub facts: Facts,
+    pub facts: Facts<'a>,
 }
 
 impl<'a> Event<'a> {
@@ -219,7 +241,7 @@ impl<'a> Event<'a> {
             step: own(self.step),
             status: own(self.status),
             payload: own(self.payload),
-            facts: self.facts,
+            facts: self.facts.into_owned(),
         }
     }
 

@@ -311,7 +311,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// An array of strings (other elements are skipped); `None` when the value is not an array.
-    pub fn opt_string_array(&mut self) -> R<Option<Vec<String>>> {
+    pub fn opt_string_array(&mut self) -> R<Option<Vec<Cow<'a, str>>>> {
         if self.peek() != Some(b'[') {
             return self.skip().map(|_| None);
         }
@@ -323,7 +323,7 @@ impl<'a> Scanner<'a> {
         }
         loop {
             if let Some(s) = self.opt_string()? {
-                out.push(s.into_owned());
+                out.push(s);
             }
             match self.peek() {
                 Some(b',') => self.pos += 1,

@@ -164,6 +164,12 @@ impl StepEnds {
     }
 }
 
+/// Rule ids as an evaluation keeps them.
+fn owned(ids: &Option<Vec<std::borrow::Cow<'_, str>>>) -> Option<Vec<String>> {
+    ids.as_ref()
+        .map(|v| v.iter().map(|s| s.to_string()).collect())
+}
+
 fn strings(v: Option<&Value>) -> Vec<String> {
     match v {
         Some(Value::String(t)) => vec![t.clone()],
@@ -504,9 +510,9 @@ impl Trace {
             score: f.score,
             passed: f.passed,
             threshold: f.threshold,
-            failed: f.failed.clone(),
+            failed: owned(&f.failed),
             fail_count: f.fail_count,
-            warnings: f.warnings.clone(),
+            warnings: owned(&f.warnings),
             active_rules: active,
             passed_rules,
             previous_score: self.last_score,

@@ -244,7 +244,7 @@ impl Cursor {
                     phase: ev.phase.as_deref().unwrap_or("A").to_string(),
                     score: f.score.unwrap_or(0.0),
                     passed: f.passed.unwrap_or(false),
-                    failed: f.failed.clone().unwrap_or_default(),
+                    failed: f.failed.iter().flatten().map(|s| s.to_string()).collect(),
                     feedback: p
                         .pointer("/decision/feedback")
                         .and_then(Value::as_str)

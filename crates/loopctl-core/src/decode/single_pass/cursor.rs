@@ -162,7 +162,7 @@ impl<'a> P<'a> {
         }
     }
 
-    pub(super) fn opt_string_array(&mut self) -> Option<Option<Vec<String>>> {
+    pub(super) fn opt_string_array(&mut self) -> Option<Option<Vec<Cow<'a, str>>>> {
         if self.peek()? != b'[' {
             return self.skip(0).map(|_| None);
         }
@@ -174,7 +174,7 @@ impl<'a> P<'a> {
         }
         loop {
             if let Some(s) = self.opt_string()? {
-                out.push(s.into_owned());
+                out.push(s);
             }
             if !self.next_member(b']')? {
                 return Some(Some(out));
@@ -185,7 +185,7 @@ impl<'a> P<'a> {
     /// The payload object (cursor on its `{`), read into `f` key by key like `Facts::take`.
     /// `f` holds no facts yet. Without `ALL`, only `score` and `new_iteration` are read (what
     /// a row needs), the rest validated and skipped.
-    pub(super) fn facts<const ALL: bool>(&mut self, f: &mut Facts, depth: u32) -> Option<()> {
+    pub(super) fn facts<const ALL: bool>(&mut self, f: &mut Facts<'a>, depth: u32) -> Option<()> {
         if depth == 0 {
             if let Some(end) = self.flat_facts::<ALL>(f) {
                 self.i = end;
@@ -199,7 +199,7 @@ impl<'a> P<'a> {
     /// `facts` without the flat-object shortcut.
     pub(super) fn facts_general<const ALL: bool>(
         &mut self,
-        f: &mut Facts,
+        f: &mut Facts<'a>,
         depth: u32,
     ) -> Option<()> {
         if depth >= MAX_DEPTH {
@@ -247,7 +247,7 @@ impl<'a> P<'a> {
     /// Every byte is checked with `skip_flat_object`'s rules, and each fact is what
     /// `facts_general` reads for it.
     #[inline(always)]
-    pub(super) fn flat_facts<const ALL: bool>(&self, f: &mut Facts) -> Option<usize> {
+    pub(super) fn flat_facts<const ALL: bool>(&self, f: &mut Facts<'a>) -> Option<usize> {
         let b = self.b;
         let mut i = self.i + 1;
         if *b.get(i)? == b'}' {
@@ -292,7 +292,7 @@ impl<'a> P<'a> {
     /// A member of `flat_facts` other than the usual three (`i` on its key's `"`): the index
     /// past its value.
     #[inline(always)]
-    fn flat_member<const ALL: bool>(&self, i: usize, f: &mut Facts) -> Option<usize> {
+    fn flat_member<const ALL: bool>(&self, i: usize, f: &mut Facts<'a>) -> Option<usize> {
         let b = self.b;
         if *b.get(i)? != b'"' {
             return None;
@@ -427,7 +427,7 @@ impl<'a> P<'a> {
     pub(super) fn flat_strings(
         &self,
         mut i: usize,
-        out: &mut Option<Vec<String>>,
+        out: &mut Option<Vec<Cow<'a, str>>>,
     ) -> Option<usize> {
         let b = self.b;
         if *b.get(i)? != b'[' {
@@ -439,7 +439,7 @@ impl<'a> P<'a> {
         if *b.get(i)? != b']' {
             loop {
                 let (value, end) = self.flat_string(i)?;
-                list.extend(value.map(Cow::into_owned));
+                list.extend(value);
                 i = end;
                 match *b.get(i)? {
                     b',' => i += 1,

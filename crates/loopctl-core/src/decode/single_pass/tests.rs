@@ -222,11 +222,12 @@ proptest! {
         let sep = if spaced { ", " } else { "," };
         let body: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
         let text = format!("{{{}}}", body.join(sep));
-        let p = |f: &mut Facts, general: bool| {
-            let mut p = P { s: &text, b: text.as_bytes(), i: 0 };
+        fn read<'t>(text: &'t str, f: &mut Facts<'t>, general: bool) -> Option<usize> {
+            let mut p = P { s: text, b: text.as_bytes(), i: 0 };
             let r = if general { p.facts_general::<true>(f, 0) } else { p.facts::<true>(f, 0) };
             r.map(|()| p.i)
-        };
+        }
+        let p = |f, general| read(&text, f, general);
         let (mut general, mut shortcut) = (Facts::default(), Facts::default());
         let end = p(&mut general, true);
         prop_assert_eq!(p(&mut shortcut, false), end, "{}", text);
@@ -271,7 +272,15 @@ fn the_usual_payload_takes_the_flat_path() {
     };
     assert_eq!(p.flat_facts::<true>(&mut f), Some(text.len()));
     assert_eq!(f.score, Some(0.35));
-    assert_eq!(f.failed, Some(vec!["r8".to_string(), "r10".to_string()]));
+    assert_eq!(
+        f.failed,
+        Some(vec![Cow::Borrowed("r8"), Cow::Borrowed("r10")])
+    );
+    // Rule ids borrow from the line.
+    assert!(matches!(
+        f.failed.as_deref(),
+        Some([Cow::Borrowed(_), Cow::Borrowed(_)])
+    ));
     assert_eq!(
         (f.tokens_in, f.tokens_out, f.passed),
         (Some(2790), Some(517), Some(false))
@@ -433,4 +442,29 @@ proptest! {
             prop_assert_eq!(ev.iteration, Some(iteration));
         }
     }
+}
+
+/// Rule ids borrow from the line unless escaped, and an owned event keeps them all.
+#[test]
+fn rule_ids_borrow_from_the_line_until_owned() {
+    let line =
+        r#"{"event":"evaluation_done","payload":{"failed":["r1","r\u0032"],"warnings":["w"]}}"#;
+    let ev = crate::decode::parse_line(line).unwrap();
+    let failed = ev.facts.failed.as_deref().unwrap();
+    assert!(matches!(failed, [Cow::Borrowed("r1"), Cow::Owned(r2)] if r2 == "r2"));
+    assert!(matches!(
+        ev.facts.warnings.as_deref(),
+        Some([Cow::Borrowed("w")])
+    ));
+    let facts = ev.facts.clone();
+    let owned = ev.into_owned();
+    assert_eq!(owned.facts, facts);
+    assert!(
+        owned
+            .facts
+            .failed
+            .iter()
+            .flatten()
+            .all(|s| matches!(s, Cow::Owned(_)))
+    );
 }
