@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use super::json_scanner::{JsonError, Scanner};
+use super::subset::{Keys, subset};
 use super::timestamp::Ts;
 
 /// Version written in the `v` field of native events.
@@ -258,6 +259,13 @@ impl<'a> Event<'a> {
             .as_deref()
             .and_then(|p| serde_json::from_str(p).ok())
             .unwrap_or(Value::Null)
+    }
+
+    /// `payload_value` holding only `keys` (`subset`): `get` on them answers the same.
+    pub fn payload_subset(&self, keys: Keys<'_>) -> Value {
+        self.payload
+            .as_deref()
+            .map_or(Value::Null, |p| subset(p, keys))
     }
 
     /// The native NDJSON line for this event, without the trailing newline. Keys come in a

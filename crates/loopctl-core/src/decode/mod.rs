@@ -12,6 +12,7 @@ pub mod lines;
 pub mod reference_parser;
 pub mod salvage;
 pub(crate) mod single_pass;
+pub mod subset;
 pub mod timestamp;
 
 use event::{Event, LineError};

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::decode::event::{Event, Kind};
+use crate::decode::subset::Keys;
 use crate::decode::timestamp::Ts;
 use crate::fold::text::same_text;
 
@@ -228,6 +229,26 @@ fn u64_of(v: &Value, keys: &[&str]) -> Option<u64> {
     keys.iter().find_map(|k| v.get(*k).and_then(Value::as_u64))
 }
 
+/// The payload keys `reduce` reads of a `run_started` and of a stop: only these are decoded.
+const RUN_STARTED_KEYS: Keys<'static> = Keys {
+    keys: &["task_alias", "max_iterations", "task", "goal", "criteria"],
+    nested: Some(("config", &["max_iterations"])),
+};
+const STOP_KEYS: Keys<'static> = Keys {
+    keys: &[
+        "exit_reason",
+        "exit_label",
+        "detail",
+        "final_score",
+        "iterations_completed",
+        "iterations_used",
+        "iterations",
+        "max_iterations",
+        "error",
+    ],
+    nested: None,
+};
+
 /// The reducer, by value.
 pub fn apply(mut state: RunState, ev: &Event<'_>) -> RunState {
     apply_mut(&mut state, ev);
@@ -283,7 +304,7 @@ pub(crate) fn reduce(s: &mut RunState, ev: &Event<'_>, evaluation: bool) {
 
     match ev.kind {
         Kind::RunStarted => {
-            let p = ev.payload_value();
+            let p = ev.payload_subset(RUN_STARTED_KEYS);
             s.loop_started = true;
             s.status = Status::Running;
             s.stop = Stop::default();
@@ -376,7 +397,7 @@ pub(crate) fn reduce(s: &mut RunState, ev: &Event<'_>, evaluation: bool) {
             s.exit_reason = Some(stop_reason);
         }
         Kind::Stopped => {
-            let p = ev.payload_value();
+            let p = ev.payload_subset(STOP_KEYS);
             // A decided stop carries both: the precise `reason` wins, `exit_reason` is kept.
             if let Some(exit) = str_of(&p, "exit_reason").filter(|_| f.reason.is_none()) {
                 let label = str_of(&p, "exit_label");
@@ -411,7 +432,7 @@ pub(crate) fn reduce(s: &mut RunState, ev: &Event<'_>, evaluation: bool) {
             }
         }
         Kind::Failed => {
-            let p = ev.payload_value();
+            let p = ev.payload_subset(STOP_KEYS);
             let raw = f.reason.clone().unwrap_or_else(|| "phase_error".into());
             let (reason, _, detail) = classify_reason(&raw, Some("failed"));
             s.end(Status::Failed, reason, detail);

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::decode::event::{Event, Kind};
 use crate::decode::lines::{LineText, Piece, Splitter, decode};
+use crate::decode::subset::Keys;
 use crate::decode::timestamp::Ts;
 use crate::fold::run_state::Tokens;
 use crate::fold::text::same_text;
@@ -181,18 +182,29 @@ fn strings(v: Option<&Value>) -> Vec<String> {
     }
 }
 
+/// The payload keys a stop's record reads: only these are decoded (`Stopped`, `Failed`).
+const STOP_KEYS: Keys<'static> = Keys {
+    keys: &[
+        "exit_reason",
+        "stop_reason",
+        "exit_label",
+        "detail",
+        "error",
+        "final_score",
+        "iterations_completed",
+        "iterations_used",
+        "iterations",
+    ],
+    nested: None,
+};
+
 /// Whether `Trace::apply` reads the payload of an event of this kind (`lean`: only what the
 /// stagnation detectors read).
 fn needs_payload(ev: &Event<'_>, loop_started: bool, lean: bool) -> bool {
     match ev.kind {
         Kind::EvaluationDone => !lean && evaluation_reads_payload(ev.payload.as_deref()),
         Kind::PhaseRetry | Kind::Escalated | Kind::Transition => !lean,
-        Kind::PhaseSwitched
-        | Kind::PhaseStarted
-        | Kind::PhaseFinished
-        | Kind::PhaseError
-        | Kind::Stopped
-        | Kind::Failed => true,
+        Kind::PhaseSwitched | Kind::PhaseStarted | Kind::PhaseFinished | Kind::PhaseError => true,
         Kind::SessionEnded => !loop_started,
         _ => false,
     }
@@ -416,6 +428,7 @@ impl Trace {
                 });
             }
             Kind::Stopped | Kind::Failed => {
+                let p = ev.payload_subset(STOP_KEYS);
                 let rec = StopRecord {
                     at: At::of(ev),
                     event: ev.name.to_string(),
