@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use loopctl_store::StoreError;
 use loopctl_store::discover::{self, LOG_NAME, RunRef};
-use loopctl_store::fold::{fold_runs, fold_runs_batched};
+use loopctl_store::fold::fold_runs_batched;
 use loopctl_store::read::{ReadOptions, for_each_piece};
 
 use crate::encode;
@@ -55,7 +55,7 @@ pub fn logs(specs: &[PathBuf]) -> Result<Vec<LogRef>, ExportError> {
 }
 
 /// `logs`, but a root's subfolders are taken unlooked-at (`discover::maybe_runs`): for
-/// `fold_logs`, which opens every log anyway and skips what is no log (`absorb`). Spares a stat
+/// `fold_logs_batched`, which opens every log anyway and skips what is no log (`absorb`). Spares a stat
 /// of every log, on one thread, before any is read (`serve`'s start-up, `export`).
 pub fn maybe_logs(specs: &[PathBuf]) -> Result<Vec<LogRef>, ExportError> {
     logs_with(specs, discover::maybe_runs, true)
@@ -115,22 +115,6 @@ fn read_into(
 /// absorbed (memory), and paces the progress bar.
 pub const BATCH: usize = 256;
 
-/// Folds every log alone (`LogFold`) through the store's fold driver: the logs spread over
-/// `read.threads` threads, a large one split by run. Results in the order of `logs`.
-pub fn fold_logs(
-    logs: &[LogRef],
-    options: &Options,
-    read: &ReadOptions,
-) -> Vec<Result<LogFold, ExportError>> {
-    let read = &only_logs(read);
-    fold_runs(&log_runs(logs), read, |r| {
-        LogFold::new(options, &r.name, read.max_line)
-    })
-    .into_iter()
-    .map(|r| r.map_err(ExportError::from))
-    .collect()
-}
-
 /// The logs as the fold driver takes them, each named as the log is (its folder's name; the
 /// driver's own `RunRef::file` would name it by its file stem).
 fn log_runs(logs: &[LogRef]) -> Vec<RunRef> {
@@ -142,8 +126,10 @@ fn log_runs(logs: &[LogRef]) -> Vec<RunRef> {
         .collect()
 }
 
-/// `fold_logs` a batch at a time (`BATCH`), the next batch folded while `take` is handed one
-/// (with the index of its first log). `take` returns false to stop.
+/// Folds every log alone (`LogFold`) through the store's fold driver: the logs spread over
+/// `read.threads` threads, a large one split by run, a batch at a time (`BATCH`), the next
+/// batch folded while `take` is handed one (with the index of its first log; results in the
+/// order of `logs`). `take` returns false to stop.
 pub fn fold_logs_batched(
     logs: &[LogRef],
     options: &Options,
@@ -168,7 +154,7 @@ pub fn fold_logs_batched(
     );
 }
 
-/// `read` for `fold_logs`: a path that names no regular file is `NotALog` (`maybe_logs`).
+/// `read` for `fold_logs_batched`: a path that names no regular file is `NotALog` (`maybe_logs`).
 fn only_logs(read: &ReadOptions) -> ReadOptions {
     ReadOptions {
         regular_only: true,
@@ -219,7 +205,7 @@ pub fn replay(
     replay_with(logs, options, &read, report)
 }
 
-/// Replays every log into a new model: folded in parallel (`fold_logs`), absorbed in path
+/// Replays every log into a new model: folded in parallel (`fold_logs_batched`), absorbed in path
 /// order; the same model as reading them one after another.
 pub fn replay_with(
     logs: &[LogRef],
