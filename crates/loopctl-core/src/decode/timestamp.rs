@@ -28,13 +28,12 @@ impl Ts {
     #[cold]
     fn parse_rfc3339_slow(s: &str) -> Option<Ts> {
         let dt = OffsetDateTime::parse(s, &Rfc3339).ok()?;
-        i64::try_from(dt.unix_timestamp_nanos() / 1_000_000)
-            .ok()
-            .map(Ts)
+        i64::try_from(floor_ms(dt)).ok().map(Ts)
     }
 
     /// A JSON value's text as an event's `ts`: a quoted RFC 3339 string, or epoch
-    /// milliseconds (Avenor's), or epoch seconds when the number is that small.
+    /// milliseconds (Avenor's), or epoch seconds when the number is that small. A fraction of
+    /// a millisecond is floored, as in a string.
     pub fn parse_json(raw: &str) -> Option<Ts> {
         let raw = raw.trim();
         if let Some(s) = raw.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
@@ -42,9 +41,9 @@ impl Ts {
         } else {
             let ms: f64 = raw.parse().ok()?;
             Some(Ts(if ms.abs() < 1e11 {
-                (ms * 1000.0) as i64
+                (ms * 1000.0).floor() as i64
             } else {
-                ms as i64
+                ms.floor() as i64
             }))
         }
     }
@@ -132,6 +131,12 @@ impl<'de> Deserialize<'de> for Ts {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         Ts::parse_rfc3339(&s).ok_or_else(|| serde::de::Error::custom("not an RFC 3339 timestamp"))
     }
+}
+
+/// The millisecond an instant falls in: floored, so that before 1970 a fraction of a
+/// millisecond counts as the hand-written parser counts it (`/` would round toward zero).
+fn floor_ms(dt: OffsetDateTime) -> i128 {
+    dt.unix_timestamp_nanos().div_euclid(1_000_000)
 }
 
 fn digits(b: &[u8]) -> Option<i64> {
@@ -318,6 +323,14 @@ mod tests {
             "2024-05-06T12:53:20.000Z"
         );
         assert!(Ts::parse_rfc3339("2026-02-30T00:00:00Z").is_none());
+        // Before 1970 a fraction of a millisecond is floored in every shape.
+        for s in [
+            "1969-12-31T23:59:59.9995Z",
+            "1969-12-31T23:59:59.9995+00:00",
+        ] {
+            assert_eq!(Ts::parse_rfc3339(s), Some(Ts(-1)), "{s}");
+        }
+        assert_eq!(Ts::parse_json("-0.0005"), Some(Ts(-1)));
         assert!(Ts::parse_rfc3339("yesterday").is_none());
     }
 
@@ -337,7 +350,7 @@ mod tests {
                     let s = String::from_utf8(b).unwrap();
                     let want = OffsetDateTime::parse(&s, &Rfc3339)
                         .ok()
-                        .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
+                        .map(|t| floor_ms(t) as i64);
                     assert_eq!(Ts::parse_rfc3339(&s).map(|t| t.0), want, "{s:?}");
                 }
             }
@@ -352,13 +365,13 @@ mod tests {
         }
 
         #[test]
-        fn fast_path_agrees_with_time_crate(ms in 0i64..4_000_000_000_000i64, frac in 0usize..4) {
+        fn fast_path_agrees_with_time_crate(ms in -62_000_000_000_000i64..4_000_000_000_000i64, frac in 0usize..4) {
             let full = Ts(ms).to_rfc3339();
             let s = match frac { 0 => format!("{}Z", &full[..19]), 1 => full.clone(),
                                  2 => format!("{}123456Z", &full[..23]), _ => format!("{}Z", &full[..21]) };
             let slow = OffsetDateTime::parse(&s, &Rfc3339).unwrap();
             prop_assert_eq!(fast_parse(s.as_bytes()).map(|t| t.0),
-                            Some((slow.unix_timestamp_nanos() / 1_000_000) as i64));
+                            Some(floor_ms(slow) as i64));
         }
 
         #[test]
@@ -372,7 +385,7 @@ mod tests {
         /// it: the hand-written shape checks take nothing the full parser would not.
         #[test]
         fn damaged_timestamps_parse_as_the_time_crate_does(
-            ms in 0i64..4_000_000_000_000i64,
+            ms in -62_000_000_000_000i64..4_000_000_000_000i64,
             frac in 0usize..4,
             at in 0usize..40,
             byte in prop::sample::select(b"0123456789:-.+TtZz 5x".to_vec()),
@@ -391,10 +404,7 @@ mod tests {
             let s = String::from_utf8(s).unwrap();
             let want = OffsetDateTime::parse(&s, &Rfc3339)
                 .ok()
-                .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
-            // Before 1970 the two round a sub-millisecond fraction differently (the fast path
-            // floors, `/` truncates toward zero): not what this test is about.
-            prop_assume!(want.is_none_or(|w| w >= 0));
+                .map(|t| floor_ms(t) as i64);
             prop_assert_eq!(Ts::parse_rfc3339(&s).map(|t| t.0), want, "{}", s);
         }
 
@@ -417,7 +427,7 @@ mod tests {
                 }
                 let want = OffsetDateTime::parse(&s, &Rfc3339)
                     .ok()
-                    .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
+                    .map(|t| floor_ms(t) as i64);
                 prop_assert_eq!(Ts::parse_rfc3339(&s).map(|t| t.0), want, "{}", s);
             }
         }
