@@ -283,6 +283,18 @@ fn event(seq: u64, run: &str, name: &str, payload: Value) -> String {
         + "\n"
 }
 
+/// `<tmp>/root/alpha`, its log holding `run`'s `run_started`: (root, alpha).
+fn root_with_alpha(tmp: &Path, run: &str) -> (PathBuf, PathBuf) {
+    let root = tmp.join("root");
+    let a = root.join("alpha");
+    std::fs::create_dir_all(&a).unwrap();
+    append(
+        &a.join("history.jsonl"),
+        &event(1, run, "run_started", json!({})),
+    );
+    (root, a)
+}
+
 fn append(path: &Path, text: &str) {
     let mut f = std::fs::OpenOptions::new()
         .append(true)
@@ -295,14 +307,8 @@ fn append(path: &Path, text: &str) {
 #[test]
 fn runs_appended_added_torn_and_deleted_while_serving_show_in_the_next_scrapes() {
     let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("root");
-    let a = root.join("alpha");
-    std::fs::create_dir_all(&a).unwrap();
     let run_a = "alpha-20260101-000000";
-    append(
-        &a.join("history.jsonl"),
-        &event(1, run_a, "run_started", json!({})),
-    );
+    let (root, a) = root_with_alpha(tmp.path(), run_a);
     let s = Server::start(&[&root], &[]);
     let started = r#"loopctl_runs_started_total{loop="alpha"}"#;
     assert_eq!(value(&s.metrics(), started), Some(1.0));
@@ -382,13 +388,7 @@ fn runs_appended_added_torn_and_deleted_while_serving_show_in_the_next_scrapes()
 #[test]
 fn subfolders_without_a_log_are_skipped_at_start_up_and_picked_up_once_they_have_one() {
     let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("root");
-    let a = root.join("alpha");
-    std::fs::create_dir_all(&a).unwrap();
-    append(
-        &a.join("history.jsonl"),
-        &event(1, "alpha-20260101-000000", "run_started", json!({})),
-    );
+    let (root, _) = root_with_alpha(tmp.path(), "alpha-20260101-000000");
     let pending = root.join("pending");
     std::fs::create_dir_all(root.join("folder/history.jsonl")).unwrap();
     std::fs::create_dir_all(&pending).unwrap();
