@@ -17,11 +17,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use loopctl_core::decode::lines::Pos;
+use loopctl_core::fold::run_state::RunState;
 use loopctl_core::render::run_row::RunRow;
 use loopctl_follow::{Follower, Item, Start};
 use loopctl_store::clock::now;
 use loopctl_store::discover::{self, LOG_NAME, RunRef};
 use loopctl_store::read::ReadOptions;
+use loopctl_store::snapshot::salvage_max_iterations;
 
 use crate::encode::{self, OPENMETRICS_CONTENT_TYPE, Shared, TEXT_CONTENT_TYPE};
 use crate::feed::{Damage, Feed};
@@ -547,36 +549,52 @@ fn runs_json(http: &Http) -> Vec<u8> {
     let paths = lock_paths(http);
     let now = now();
     let mut out = b"[".to_vec();
-    for (i, (source, r)) in m.runs().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        let s = &r.state;
-        let run = paths.get(&source).map(|p| {
+    // A log's runs, in run id order: `runs` gives them so.
+    let runs: Vec<_> = m.runs().collect();
+    for log_runs in runs.chunk_by(|a, b| a.0 == b.0) {
+        let source = log_runs[0].0;
+        let Some(run) = paths.get(&source).map(|p| {
             if p.is_dir() {
                 RunRef::file(&p.join(LOG_NAME))
             } else {
                 RunRef::file(p)
             }
-        });
-        let Some(run) = run else { continue };
+        }) else {
+            continue;
+        };
+        // As `list` does: a `max_iterations` the log leaves unset is read from its state file
+        // (aif-loop writes it there, not in the log).
+        let mut salvaged: Vec<RunState> = Vec::new();
+        if log_runs
+            .iter()
+            .any(|(_, r)| r.state.max_iterations.is_none())
+        {
+            salvaged = log_runs.iter().map(|(_, r)| r.state.clone()).collect();
+            salvage_max_iterations(&run, &mut salvaged.iter_mut().collect::<Vec<_>>());
+        }
         let root = run
             .dir
             .as_deref()
             .and_then(Path::parent)
             .unwrap_or(Path::new("."));
-        let (standing, resume) = discover::standing(root, &run, s, now, &Default::default());
         let findings = source_findings(&m, source) as usize;
         let run_paths = (run.log.as_path(), run.dir.as_deref());
-        RunRow::of(
-            &run.name,
-            s,
-            findings,
-            run_paths,
-            None,
-            (standing, resume.as_deref()),
-        )
-        .write_json(&mut out);
+        for (i, (_, r)) in log_runs.iter().enumerate() {
+            let s = salvaged.get(i).unwrap_or(&r.state);
+            let (standing, resume) = discover::standing(root, &run, s, now, &Default::default());
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            RunRow::of(
+                &run.name,
+                s,
+                findings,
+                run_paths,
+                None,
+                (standing, resume.as_deref()),
+            )
+            .write_json(&mut out);
+        }
     }
     out.extend_from_slice(b"]\n");
     out
