@@ -833,6 +833,19 @@ impl MetricState {
         })
     }
 
+    /// Findings about the logs (`loopctl_log_findings_total`, all kinds): what `--strict`
+    /// counts.
+    pub fn findings(&self) -> u64 {
+        self.totals
+            .iter()
+            .filter(|(k, _)| k.0 == Metric::LogFindings)
+            .map(|(_, v)| match v {
+                Val::Count(n) => (*n).max(0) as u64,
+                Val::Hist(_) => 0,
+            })
+            .sum()
+    }
+
     /// Loops with at least one run, for the `loopctl_runs` zeros.
     pub fn loops(&self) -> BTreeSet<&str> {
         // Every run adds 1 to `loopctl_runs` under its loop: read off the series, O(series).

@@ -1,4 +1,4 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args as ClapArgs, Subcommand};
 use loopctl_export::{Options, otel, textfile};
@@ -61,12 +61,20 @@ struct OtelArgs {
 /// a rename), so the collector never reads half of it; point node_exporter's
 /// --collector.textfile.directory at that folder and name the file *.prom.
 ///
-/// Exit codes: 0 written; 1 under --strict when a log has findings; 2 error (no such root or
-/// log, the file cannot be written).
+/// Exit codes: 0 written; 1 when a log named as FILE holds no event, or under --strict when a
+/// log has findings (damaged lines, a torn tail, seq problems); 2 error (no such root, run or
+/// log, the file cannot be written). The metrics are written in every case but 2.
 #[derive(ClapArgs)]
+#[command(
+    after_help = "Examples:\n  loopctl export prometheus                 # every run under the root, on stdout\n  \
+loopctl export prometheus runs/ --textfile /var/lib/node_exporter/loopctl.prom\n  \
+loopctl export prometheus my-task history.jsonl   # a run (its folder) and a log file"
+)]
 struct PromArgs {
-    /// Roots (folders of run folders), run folders or log files (default: the root).
-    paths: Vec<PathBuf>,
+    /// Roots (folders of run folders), run folders, log files or run ids (a run id names its
+    /// run's folder, or the log file holding it, all of whose runs are exported) (default: the
+    /// root).
+    paths: Vec<String>,
     /// Write to this file (e.g. /var/lib/node_exporter/loopctl.prom) instead of stdout.
     #[arg(long, value_name = "PATH")]
     textfile: Option<PathBuf>,
@@ -163,16 +171,26 @@ fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
 }
 
 fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
-    let paths = if a.paths.is_empty() {
-        vec![ctx.root.clone()]
-    } else {
-        a.paths
-    };
+    let mut paths = Vec::new();
+    let mut files = Vec::new();
+    for spec in &a.paths {
+        let p = PathBuf::from(spec);
+        if p.is_file() {
+            files.push(p.clone());
+        }
+        if p.exists() {
+            paths.push(p);
+        } else {
+            let run = ctx.resolve(Some(spec))?;
+            paths.push(run.dir.unwrap_or(run.log));
+        }
+    }
+    if paths.is_empty() {
+        paths.push(ctx.root.clone());
+    }
     let logs = textfile::maybe_logs(&paths)?;
-    let mut damaged = 0usize;
     let options = a.series.options()?;
     let state = textfile::replay_with(&logs, options, &ctx.read, &mut |log, d| {
-        damaged += 1;
         let line = if d.line > 0 {
             format!(":{}", d.line)
         } else {
@@ -189,14 +207,40 @@ fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
     for n in state.take_notices() {
         output::note(&n);
     }
+    // Source `i` is `logs[i]`; a log with an event has a run.
+    let mut read: Vec<bool> = vec![false; logs.len()];
+    for (source, _) in state.runs() {
+        if let Some(r) = read.get_mut(source) {
+            *r = true;
+        }
+    }
+    let empty: Vec<&Path> = files
+        .iter()
+        .filter_map(|f| {
+            let i = logs.iter().position(|l| &l.log == f)?;
+            (!read[i]).then_some(f.as_path())
+        })
+        .collect();
+    let findings = state.findings();
     let text = textfile::render_probing(state, &logs)?;
     match &a.textfile {
         Some(p) => textfile::write_atomic(p, &text)?,
         None => output::print(&text),
     }
-    if ctx.strict && damaged > 0 {
-        output::error(&format!("{damaged} damaged line(s) (--strict)"));
-        return Ok(exit::FINDINGS);
+    for f in &empty {
+        output::warn(&loopctl_core::exit_codes::no_event(
+            &f.display().to_string(),
+        ));
     }
-    Ok(exit::OK)
+    let strict = ctx.strict && findings > 0;
+    if strict {
+        output::error(&format!(
+            "{findings} finding(s) in the logs (--strict; loopctl_log_findings_total has them by kind)"
+        ));
+    }
+    Ok(loopctl_core::exit_codes::of_reading(
+        false,
+        !empty.is_empty(),
+        strict,
+    ))
 }
