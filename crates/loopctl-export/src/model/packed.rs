@@ -106,22 +106,25 @@ impl RunContribution {
         let mut scratch = Scratch::default();
         let mut entries = Entries::new(bytes, from);
         while let Some((metric, ids, value)) = entries.raw() {
-            let labels = ids.map(|id| from.label(id));
             if let Some(f) = f.as_deref_mut()
                 && let Some(val) = Entries::new(value, from).value_in(metric, &mut scratch)
             {
-                f(&Key::two(metric, labels[0].clone(), labels[1].clone()), val);
+                f(
+                    &Key::two(metric, from.label(ids[0]), from.label(ids[1])),
+                    val,
+                );
             }
             out.push(metric_byte(metric));
-            for (id, label) in ids.iter().zip(&labels) {
-                let i = usize::try_from(*id).unwrap_or(usize::MAX);
+            for id in ids {
+                let i = usize::try_from(id).unwrap_or(usize::MAX);
                 if renumbered.len() <= i && i < from.labels.len() {
                     renumbered.resize(i + 1, None);
                 }
+                // A label is looked up (and cloned) once per number, not once per entry.
                 let new = match renumbered.get_mut(i) {
                     Some(Some(n)) => *n,
-                    Some(slot) => *slot.insert(to.id(label)),
-                    None => to.id(label),
+                    Some(slot) => *slot.insert(to.id(&from.label(id))),
+                    None => to.id(&from.label(id)),
                 };
                 put(&mut out, u128::from(new));
             }
