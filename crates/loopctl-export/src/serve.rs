@@ -68,10 +68,12 @@ pub trait Ui: Send + Sync {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("cannot listen on {addr}: {source}")]
+    /// The cause is in the message, not a `source` (the CLI prints the chain: it would say it
+    /// twice).
+    #[error("cannot listen on {addr}: {cause}")]
     Bind {
         addr: SocketAddr,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error(transparent)]
     Export(#[from] ExportError),
@@ -111,9 +113,9 @@ fn damage_text(log: &std::path::Path, d: &Damage) -> String {
 /// Runs the server until `stop` is set.
 pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<(), ServeError> {
     let initial = maybe_logs(&cfg.roots)?;
-    let listener = TcpListener::bind(cfg.listen).map_err(|source| ServeError::Bind {
+    let listener = TcpListener::bind(cfg.listen).map_err(|cause| ServeError::Bind {
         addr: cfg.listen,
-        source,
+        cause,
     })?;
     let addr = listener.local_addr().unwrap_or(cfg.listen);
     let paths: Arc<Mutex<HashMap<SourceId, PathBuf>>> = Arc::default();

@@ -15,10 +15,11 @@ use crate::model::{MetricState, Options, SourceId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
-    #[error("{path}: {source}")]
+    /// The cause in the message, not a `source`, as `StoreError::Io`.
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("{0}")]
     Store(#[from] loopctl_store::StoreError),
@@ -281,9 +282,9 @@ fn render_with(
 /// Writes `text` to `path` atomically: a temporary file in the same folder, then a rename, so
 /// node_exporter never reads half a file.
 pub fn write_atomic(path: &Path, text: &str) -> Result<(), ExportError> {
-    let io = |source| ExportError::Io {
+    let io = |cause| ExportError::Io {
         path: path.to_path_buf(),
-        source,
+        cause,
     };
     let mut f = atomic_write_file::AtomicWriteFile::open(path).map_err(io)?;
     f.write_all(text.as_bytes()).map_err(io)?;

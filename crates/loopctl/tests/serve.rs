@@ -810,7 +810,8 @@ fn the_compose_stacks_serve_command_starts_and_answers() {
 
 /// `export prometheus`'s exit codes follow the other read commands': a seq gap is a finding
 /// (1 under --strict, the metrics written all the same), a FILE with no event is 1, a name
-/// that is no path is looked up as a run id under --root, and an unknown one is 2.
+/// that is no path is looked up as a run id under --root, and an unknown one is 2. Errors
+/// (a textfile that cannot be written, a port in use) say their cause once.
 #[test]
 fn export_exit_codes_count_every_finding_and_a_log_with_no_event_and_runs_go_by_id() {
     let tmp = tempfile::tempdir().unwrap();
@@ -867,4 +868,18 @@ fn export_exit_codes_count_every_finding_and_a_log_with_no_event_and_runs_go_by_
     let (code, _, err) = export(&["export".as_ref(), "prometheus".as_ref(), "nosuch".as_ref()]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("nosuch"), "{err}");
+
+    // An error says its cause once.
+    let nowhere = tmp.path().join("no/such/folder/loopctl.prom");
+    let args = ["export", "prometheus", "--textfile"].map(std::ffi::OsStr::new);
+    let (code, _, err) = export(&[&args[..], &[nowhere.as_os_str(), log.as_os_str()]].concat());
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let args = ["serve", "--listen", &addr].map(std::ffi::OsStr::new);
+    let (code, _, err) = export(&[&args[..], &[log.as_os_str()]].concat());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    assert_eq!(err.matches("in use").count(), 1, "{err}");
 }
