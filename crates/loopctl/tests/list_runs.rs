@@ -91,3 +91,21 @@ fn a_log_with_no_event_is_listed_as_empty() {
     assert!(table.contains("empty (no event)"), "{table}");
     assert!(!table.contains("running"), "{table}");
 }
+
+/// A log whose every line is damaged holds no event, and its row says how many findings it
+/// has: listed as an empty run with no finding, its damage would be hidden.
+#[test]
+fn a_log_of_damaged_lines_is_listed_empty_with_its_findings() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("garbled")).unwrap();
+    let log = tmp.path().join("garbled").join("history.jsonl");
+    std::fs::write(&log, "not json\n{\"event\": \n\u{1}\u{2}\n").unwrap();
+    let root = tmp.path().to_str().unwrap();
+    let rows = json_rows(&["--root", root, "list", "--json"]);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["status"], "empty");
+    assert_eq!(rows[0]["finding_count"], 3, "{:?}", rows[0]);
+    let out = run(&["--root", root, "list"]);
+    let notes = String::from_utf8_lossy(&out.stderr);
+    assert!(notes.contains("1 run(s) have findings"), "{notes}");
+}

@@ -67,6 +67,8 @@ fn probe(ctx: &Ctx, run: &RunRef, opts: &ReadOptions, now: Ts) -> Probe {
     };
     // Only what a row shows is rebuilt (as for `list FILE`).
     let (mut states, findings, error) = match rows(&run.log, &opts) {
+        // A log with no event (empty, or every line damaged): its findings are its row's.
+        Ok(o) if o.runs.is_empty() => (Vec::new(), vec![o.findings.len()], None),
         Ok(o) => {
             let states: Vec<RunState> = o.runs.iter().map(|s| (**s).clone()).collect();
             // Findings naming no run (damaged lines) go to the folder's own run.
@@ -85,10 +87,10 @@ fn probe(ctx: &Ctx, run: &RunRef, opts: &ReadOptions, now: Ts) -> Probe {
                 .collect();
             (states, counts, None)
         }
-        Err(e) => (Vec::new(), Vec::new(), Some(e.to_string())),
+        Err(e) => (Vec::new(), vec![0], Some(e.to_string())),
     };
     let (states, findings) = if states.is_empty() {
-        (vec![RunState::new(&run.name)], vec![0])
+        (vec![RunState::new(&run.name)], findings)
     } else {
         let mut refs: Vec<&mut RunState> = states.iter_mut().collect();
         salvage_max_iterations(run, &mut refs);
