@@ -27,7 +27,7 @@ use loopctl_store::snapshot::salvage_max_iterations;
 
 use crate::encode::{self, OPENMETRICS_CONTENT_TYPE, Shared, TEXT_CONTENT_TYPE};
 use crate::feed::{Damage, Feed};
-use crate::model::{Metric, MetricState, Options, SourceId, Val};
+use crate::model::{Metric, MetricState, Options, RunMetrics, SourceId, Val};
 use crate::textfile::{ExportError, LogRef, absorb, fold_logs_batched, logs, maybe_logs};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
@@ -551,29 +551,43 @@ fn runs_json(http: &Http) -> Vec<u8> {
     let paths = lock_paths(http);
     let now = now();
     let mut out = b"[".to_vec();
-    // A log's runs, in run id order: `runs` gives them so.
+    // Each log's runs, in run id order (`runs` gives them so); a log with no event has none.
     let runs: Vec<_> = m.runs().collect();
-    for log_runs in runs.chunk_by(|a, b| a.0 == b.0) {
-        let source = log_runs[0].0;
-        let Some(run) = paths.get(&source).map(|p| {
-            if p.is_dir() {
-                RunRef::file(&p.join(LOG_NAME))
-            } else {
-                RunRef::file(p)
-            }
-        }) else {
+    let by_log: HashMap<SourceId, &[(SourceId, &RunMetrics)]> = runs
+        .chunk_by(|a, b| a.0 == b.0)
+        .map(|g| (g[0].0, g))
+        .collect();
+    let mut sources: Vec<SourceId> = paths.keys().copied().collect();
+    sources.sort_unstable();
+    for source in sources {
+        let Some(path) = paths.get(&source) else {
             continue;
         };
-        // As `list` does: a `max_iterations` the log leaves unset is read from its state file
-        // (aif-loop writes it there, not in the log).
-        let mut salvaged: Vec<RunState> = Vec::new();
-        if log_runs
+        let run = if path.is_dir() {
+            RunRef::file(&path.join(LOG_NAME))
+        } else {
+            RunRef::file(path)
+        };
+        let log_runs = by_log.get(&source).copied().unwrap_or_default();
+        // As `list` does: a log with no event is one empty row, and a `max_iterations` the log
+        // leaves unset is read from its state file (aif-loop writes it there, not in the log).
+        let owned: Vec<RunState> = if log_runs.is_empty() {
+            vec![RunState::new(&run.name)]
+        } else if log_runs
             .iter()
             .any(|(_, r)| r.state.max_iterations.is_none())
         {
-            salvaged = log_runs.iter().map(|(_, r)| r.state.clone()).collect();
-            salvage_max_iterations(&run, &mut salvaged.iter_mut().collect::<Vec<_>>());
-        }
+            let mut v: Vec<RunState> = log_runs.iter().map(|(_, r)| r.state.clone()).collect();
+            salvage_max_iterations(&run, &mut v.iter_mut().collect::<Vec<_>>());
+            v
+        } else {
+            Vec::new()
+        };
+        let states: Vec<&RunState> = if owned.is_empty() {
+            log_runs.iter().map(|(_, r)| &r.state).collect()
+        } else {
+            owned.iter().collect()
+        };
         let root = run
             .dir
             .as_deref()
@@ -581,8 +595,7 @@ fn runs_json(http: &Http) -> Vec<u8> {
             .unwrap_or(Path::new("."));
         let findings = source_findings(&m, source) as usize;
         let run_paths = (run.log.as_path(), run.dir.as_deref());
-        for (i, (_, r)) in log_runs.iter().enumerate() {
-            let s = salvaged.get(i).unwrap_or(&r.state);
+        for s in states {
             let (standing, resume) = discover::standing(root, &run, s, now, &Default::default());
             if out.len() > 1 {
                 out.push(b',');

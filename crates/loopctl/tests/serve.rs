@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 use assert_cmd::cargo::cargo_bin;
 use serde_json::{Value, json};
 
+mod common;
+use common::logs::{append, event, root_with_alpha, value};
+
 fn fixtures() -> PathBuf {
     loopctl_tests::repo().join("fixtures")
 }
@@ -131,13 +134,6 @@ fn samples(text: &str) -> Vec<String> {
         .collect();
     v.sort();
     v
-}
-
-fn value(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
 }
 
 fn export(paths: &[&Path], textfile: &Path) {
@@ -268,34 +264,6 @@ fn a_scrape_of_the_corpus_passes_promtool_and_lists_its_runs() {
             assert_eq!(row[k], l[k], "{k} of {}", l["run_id"]);
         }
     }
-}
-
-fn event(seq: u64, run: &str, name: &str, payload: Value) -> String {
-    json!({"v": 1, "seq": seq, "ts": format!("2026-01-01T00:00:{:02}.000Z", seq % 60),
-           "run_id": run, "event": name, "iteration": 1, "payload": payload})
-    .to_string()
-        + "\n"
-}
-
-/// `<tmp>/root/alpha`, its log holding `run`'s `run_started`: (root, alpha).
-fn root_with_alpha(tmp: &Path, run: &str) -> (PathBuf, PathBuf) {
-    let root = tmp.join("root");
-    let a = root.join("alpha");
-    std::fs::create_dir_all(&a).unwrap();
-    append(
-        &a.join("history.jsonl"),
-        &event(1, run, "run_started", json!({})),
-    );
-    (root, a)
-}
-
-fn append(path: &Path, text: &str) {
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .unwrap();
-    f.write_all(text.as_bytes()).unwrap();
 }
 
 #[test]
@@ -808,78 +776,41 @@ fn the_compose_stacks_serve_command_starts_and_answers() {
     );
 }
 
-/// `export prometheus`'s exit codes follow the other read commands': a seq gap is a finding
-/// (1 under --strict, the metrics written all the same), a FILE with no event is 1, a name
-/// that is no path is looked up as a run id under --root, and an unknown one is 2. Errors
-/// (a textfile that cannot be written, a port in use) say their cause once.
+/// `/api/runs` gives the rows `list --json` gives, a log with no event (an empty row) and a
+/// log of damaged lines (an empty row with its findings) included.
 #[test]
-fn export_exit_codes_count_every_finding_and_a_log_with_no_event_and_runs_go_by_id() {
+fn api_runs_lists_logs_with_no_event_as_list_does() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = "alpha-20260101-000000";
-    let (root, alpha) = root_with_alpha(tmp.path(), run);
-    append(
-        &alpha.join("history.jsonl"),
-        &event(3, run, "evaluation_done", json!({"score": 0.5})),
-    );
-    let empty = tmp.path().join("empty.jsonl");
-    std::fs::write(&empty, "").unwrap();
-    let export = |args: &[&std::ffi::OsStr]| {
-        let out = Command::new(cargo_bin("loopctl"))
-            .env("NO_COLOR", "1")
-            .arg("--root")
-            .arg(&root)
-            .args(args)
-            .output()
-            .unwrap();
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        (out.status.code(), text(&out.stdout), text(&out.stderr))
-    };
-    let started = r#"loopctl_runs_started_total{loop="alpha"}"#;
-    let log = alpha.join("history.jsonl");
-    let (code, out, _) = export(&["export".as_ref(), "prometheus".as_ref(), log.as_os_str()]);
-    assert_eq!(code, Some(0));
-    assert_eq!(value(&out, started), Some(1.0), "{out}");
-    assert!(
-        out.contains(r#"loopctl_log_findings_total{kind="seq_gap"} 1"#),
-        "{out}"
-    );
-
-    let strict = [
-        "--strict".as_ref(),
-        "export".as_ref(),
-        "prometheus".as_ref(),
-    ];
-    let (code, out, err) = export(&[&strict[..], &[log.as_os_str()]].concat());
-    assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("1 finding(s)"), "{err}");
+    let (root, _) = root_with_alpha(tmp.path(), "alpha-20260101-000000");
+    for (name, text) in [("blank", ""), ("garbled", "not json\n{\"event\":\n")] {
+        std::fs::create_dir_all(root.join(name)).unwrap();
+        std::fs::write(root.join(name).join("history.jsonl"), text).unwrap();
+    }
+    let s = Server::start(&[&root], &[]);
+    let (code, body) = s.get("/api/runs");
+    assert_eq!(code, 200);
+    let served: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let listed = Command::new(cargo_bin("loopctl"))
+        .arg("list")
+        .arg(&root)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let mut listed: Vec<Value> = serde_json::from_slice(&listed.stdout).unwrap();
+    let mut served = served;
+    for rows in [&mut listed, &mut served] {
+        for r in rows.iter_mut() {
+            r.as_object_mut().unwrap().remove("idle_ms");
+        }
+        rows.sort_by_key(|r| r["run_id"].to_string());
+    }
+    assert_eq!(served, listed);
+    let garbled = served.iter().find(|r| r["run_id"] == "garbled").unwrap();
     assert_eq!(
-        value(&out, started),
-        Some(1.0),
-        "written all the same: {out}"
+        (
+            garbled["status"].as_str(),
+            garbled["finding_count"].as_u64()
+        ),
+        (Some("empty"), Some(2))
     );
-
-    let (code, _, err) = export(&["export".as_ref(), "prometheus".as_ref(), empty.as_os_str()]);
-    assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("the log holds no event"), "{err}");
-
-    let (code, out, err) = export(&["export".as_ref(), "prometheus".as_ref(), run.as_ref()]);
-    assert_eq!(code, Some(0), "{err}");
-    assert_eq!(value(&out, started), Some(1.0), "{out}");
-    let (code, _, err) = export(&["export".as_ref(), "prometheus".as_ref(), "nosuch".as_ref()]);
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("nosuch"), "{err}");
-
-    // An error says its cause once.
-    let nowhere = tmp.path().join("no/such/folder/loopctl.prom");
-    let args = ["export", "prometheus", "--textfile"].map(std::ffi::OsStr::new);
-    let (code, _, err) = export(&[&args[..], &[nowhere.as_os_str(), log.as_os_str()]].concat());
-    assert_eq!(code, Some(2), "{err}");
-    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = taken.local_addr().unwrap().to_string();
-    let args = ["serve", "--listen", &addr].map(std::ffi::OsStr::new);
-    let (code, _, err) = export(&[&args[..], &[log.as_os_str()]].concat());
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
-    assert_eq!(err.matches("in use").count(), 1, "{err}");
 }

@@ -1,6 +1,8 @@
 //! What the end-to-end tests share: a sandbox with a root, a loop file and a run r1.
 #![allow(dead_code)]
 
+pub mod logs;
+
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;

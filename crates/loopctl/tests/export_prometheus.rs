@@ -1,0 +1,86 @@
+//! `loopctl export prometheus` as a read command: its exit codes, its paths, its errors.
+//! (serve.rs has what it shares with `serve`: the series.)
+
+use std::process::Command;
+
+use assert_cmd::cargo::cargo_bin;
+use serde_json::json;
+
+mod common;
+use common::logs::{append, event, root_with_alpha, value};
+
+/// `export prometheus`'s exit codes follow the other read commands': a seq gap is a finding
+/// (1 under --strict, the metrics written all the same), a FILE with no event is 1, a name
+/// that is no path is looked up as a run id under --root, and an unknown one is 2. Errors
+/// (a textfile that cannot be written, a port in use) say their cause once.
+#[test]
+fn export_exit_codes_count_every_finding_and_a_log_with_no_event_and_runs_go_by_id() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = "alpha-20260101-000000";
+    let (root, alpha) = root_with_alpha(tmp.path(), run);
+    append(
+        &alpha.join("history.jsonl"),
+        &event(3, run, "evaluation_done", json!({"score": 0.5})),
+    );
+    let empty = tmp.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let export = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(cargo_bin("loopctl"))
+            .env("NO_COLOR", "1")
+            .arg("--root")
+            .arg(&root)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let started = r#"loopctl_runs_started_total{loop="alpha"}"#;
+    let log = alpha.join("history.jsonl");
+    let (code, out, _) = export(&["export".as_ref(), "prometheus".as_ref(), log.as_os_str()]);
+    assert_eq!(code, Some(0));
+    assert_eq!(value(&out, started), Some(1.0), "{out}");
+    assert!(
+        out.contains(r#"loopctl_log_findings_total{kind="seq_gap"} 1"#),
+        "{out}"
+    );
+
+    let strict = [
+        "--strict".as_ref(),
+        "export".as_ref(),
+        "prometheus".as_ref(),
+    ];
+    let (code, out, err) = export(&[&strict[..], &[log.as_os_str()]].concat());
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("1 finding(s)"), "{err}");
+    assert_eq!(
+        value(&out, started),
+        Some(1.0),
+        "written all the same: {out}"
+    );
+
+    let (code, _, err) = export(&["export".as_ref(), "prometheus".as_ref(), empty.as_os_str()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("the log holds no event"), "{err}");
+
+    let (code, out, err) = export(&["export".as_ref(), "prometheus".as_ref(), run.as_ref()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(value(&out, started), Some(1.0), "{out}");
+    let (code, _, err) = export(&["export".as_ref(), "prometheus".as_ref(), "nosuch".as_ref()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("nosuch"), "{err}");
+
+    // An error says its cause once.
+    let nowhere = tmp.path().join("no/such/folder/loopctl.prom");
+    let args = ["export", "prometheus", "--textfile"].map(std::ffi::OsStr::new);
+    let (code, _, err) = export(&[&args[..], &[nowhere.as_os_str(), log.as_os_str()]].concat());
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let args = ["serve", "--listen", &addr].map(std::ffi::OsStr::new);
+    let (code, _, err) = export(&[&args[..], &[log.as_os_str()]].concat());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    assert_eq!(err.matches("in use").count(), 1, "{err}");
+}
