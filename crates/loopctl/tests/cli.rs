@@ -161,6 +161,35 @@ fn strict_turns_findings_into_exit_1() {
         .code(1);
 }
 
+/// Seq problems are findings too, for every command that reads one log: each says so (on
+/// stderr; `export prometheus` in loopctl_log_findings_total) and, under --strict, exits 1.
+#[test]
+fn strict_counts_seq_problems_in_every_command_that_reads_a_log() {
+    let log = fixture("seq-problems");
+    for cmd in [
+        &["replay"][..],
+        &["status"],
+        &["history"],
+        &["postmortem"],
+        &["export", "prometheus"],
+    ] {
+        let out = loopctl().args(cmd).arg(&log).assert().code(0);
+        let out = out.get_output();
+        let said = [&out.stderr, &out.stdout].map(|b| String::from_utf8_lossy(b).into_owned());
+        assert!(
+            said[0].contains("seq_") || said[1].contains("kind=\"seq_"),
+            "{cmd:?}: {said:?}"
+        );
+        loopctl()
+            .arg("--strict")
+            .args(cmd)
+            .arg(&log)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains("finding(s)"));
+    }
+}
+
 #[test]
 fn status_uses_the_log_not_a_stale_current_json() {
     let tmp = tempfile::tempdir().unwrap();

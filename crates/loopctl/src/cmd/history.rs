@@ -1,7 +1,8 @@
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use clap::Args as ClapArgs;
 use loopctl_core::fold::live_runs::LiveRuns;
+use loopctl_core::fold::replay::{Finding, seq_step};
 use loopctl_store::read::for_each_event;
 
 use super::Ctx;
@@ -20,6 +21,7 @@ pub struct Args {
     /// Print the events as NDJSON in loopctl's native format, one per line.
     #[arg(long, conflicts_with = "raw")]
     json: bool,
+    /// Print the lines exactly as the log has them (any dialect), one per event.
     #[arg(long)]
     raw: bool,
 }
@@ -33,6 +35,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut shown = 0usize;
     let mut colors = Colors::default();
+    // Per run: events and last seq, for the seq checks replay makes (every event is shown).
+    let mut seqs: HashMap<String, (u64, Option<u64>)> = HashMap::new();
     for_each_event(&run.log, ctx.read.max_line, |pos, raw, ev| {
         let ev = match ev {
             Ok(ev) => ev,
@@ -56,6 +60,23 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             return;
         }
         shown += 1;
+        let (count, last) = seqs.entry(id.to_string()).or_default();
+        let step = seq_step(*count, *last, ev.seq);
+        if let Some((kind, reason)) = step.finding {
+            bad += 1;
+            let f = Finding {
+                line: pos.line,
+                offset: pos.offset,
+                kind,
+                reason,
+                run_id: None,
+            };
+            output::warn(&output::finding(&run.log, &f));
+        }
+        if !step.duplicate {
+            *count += 1;
+            *last = step.keep.or(ev.seq).or(*last);
+        }
         if a.raw {
             out.push_str(&String::from_utf8_lossy(raw));
             out.push('\n');
@@ -88,9 +109,12 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             held.join(", ")
         );
     }
-    Ok(if bad > 0 && ctx.strict {
-        exit::FINDINGS
-    } else {
-        exit::OK
-    })
+    if bad > 0 && ctx.strict {
+        output::error(&format!(
+            "{bad} finding(s) in {} (--strict)",
+            run.log.display()
+        ));
+        return Ok(exit::FINDINGS);
+    }
+    Ok(exit::OK)
 }
