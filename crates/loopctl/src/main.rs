@@ -45,8 +45,8 @@ struct Cli {
     /// Lines longer than this many bytes are reported and skipped.
     #[arg(long, global = true, default_value_t = loopctl_core::decode::lines::DEFAULT_MAX_LINE, value_parser = cmd::values::count_usize(), value_name = "BYTES")]
     max_line_bytes: usize,
-    /// Threads used to replay large logs (default: all cores, at most 8).
-    #[arg(long, global = true, value_parser = cmd::values::count_usize(), value_name = "N")]
+    /// Threads used to replay large logs, 1 to 256 (default: all cores, at most 8).
+    #[arg(long, global = true, value_parser = cmd::values::threads(), value_name = "N")]
     threads: Option<usize>,
     #[command(subcommand)]
     command: Command,

@@ -93,7 +93,12 @@ fn numeric_flags_refuse_bad_values_with_a_usage_error() {
     let loop_file = loop_file.to_str().unwrap();
     // (command line before the flag, flag, bad values, a good value)
     let mut table: Vec<(Vec<&str>, &str, &[&str], &str)> = vec![
-        (vec!["replay", healthy], "--threads", &["0", "-1", "x"], "2"),
+        (
+            vec!["replay", healthy],
+            "--threads",
+            &["0", "-1", "x", "257", "99999"],
+            "256",
+        ),
         (
             vec!["replay", healthy],
             "--max-line-bytes",

@@ -15,6 +15,11 @@ pub fn count_usize() -> RangedU64ValueParser<usize> {
     RangedU64ValueParser::new().range(1..)
 }
 
+/// `--threads`: 1 to 256 (each is a thread of its own: a typo's 99999 would start them all).
+pub fn threads() -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::new().range(1..=256)
+}
+
 /// At least `min`, for `usize` settings.
 pub fn usize_from(min: u64) -> RangedU64ValueParser<usize> {
     RangedU64ValueParser::new().range(min..)
