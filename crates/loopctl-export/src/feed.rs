@@ -7,7 +7,7 @@
 
 use loopctl_core::Event;
 use loopctl_core::decode::lines::{Piece, Pos};
-use loopctl_core::fold::replay::{FindingKind, damage_kind};
+use loopctl_core::fold::replay::{FindingKind, damage_kind, oversize_reason};
 use loopctl_core::fold::{self, Line, Projection, Split};
 
 use crate::model::{MetricState, Options, SourceId};
@@ -117,10 +117,7 @@ impl<R: FnMut(Damage)> Projection for Lines<'_, R> {
         feed.begin(self.m, line);
         feed.next_offset = line.end();
         let (kind, reason) = match damage {
-            fold::Damage::Oversize => (
-                FindingKind::Oversize,
-                format!("line of {} bytes exceeds the cap", line.len),
-            ),
+            fold::Damage::Oversize => (FindingKind::Oversize, oversize_reason(line.len)),
             fold::Damage::Bad(reason) => {
                 if !line.terminated {
                     // Not taken: read again once its writer ends it.

@@ -7,6 +7,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use loopctl_core::decode::lines::{DEFAULT_MAX_LINE, LineText, Piece, Pos, Splitter, decode};
+use loopctl_core::fold::replay::oversize_reason;
 use loopctl_core::{Event, parse_line};
 
 use crate::{Result, StoreError, io_err};
@@ -151,6 +152,6 @@ pub fn for_each_event(
             LineText::Text(t) => f(pos, raw, parse_line(t).map_err(|e| e.to_string())),
             LineText::NotUtf8(reason) => f(pos, raw, Err(reason)),
         },
-        Piece::Oversize(pos, n) => f(pos, &[], Err(format!("line of {n} bytes exceeds the cap"))),
+        Piece::Oversize(pos, n) => f(pos, &[], Err(oversize_reason(n))),
     })
 }

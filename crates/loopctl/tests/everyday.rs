@@ -78,6 +78,15 @@ fn global_options_work_after_the_subcommand() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["stats"]["events"], 0, "{v}");
     assert_eq!(out.status.code(), Some(1));
+    // Each reader names the flag that moves the cap.
+    for cmd in [&["status"][..], &["history"], &["export", "prometheus"]] {
+        let out = run(&[cmd, &[clean, "--max-line-bytes", "10"]].concat());
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("exceeds the line size cap (--max-line-bytes)"),
+            "{cmd:?}: {err}"
+        );
+    }
     // --threads after the subcommand.
     for cmd in ["replay", "stagnation", "postmortem", "check"] {
         let out = run(&[cmd, clean, "--threads", "2"]);

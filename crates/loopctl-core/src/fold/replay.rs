@@ -137,8 +137,9 @@ impl Counters {
     }
 }
 
-pub(crate) fn oversize_reason(len: u64) -> String {
-    format!("line of {len} bytes exceeds the line size cap")
+/// Why a line over the cap is skipped: every reader says it so, naming the flag that moves it.
+pub fn oversize_reason(len: u64) -> String {
+    format!("line of {len} bytes exceeds the line size cap (--max-line-bytes)")
 }
 
 impl Damage {

@@ -275,7 +275,7 @@ impl Projection for Before<'_> {
     fn damaged(&mut self, line: Line, damage: &Damage) {
         let reason = match damage {
             Damage::Bad(reason) => reason.clone(),
-            Damage::Oversize => format!("line of {} bytes exceeds the cap", line.len),
+            Damage::Oversize => loopctl_core::fold::replay::oversize_reason(line.len),
         };
         self.tail.damaged(self.log, line.pos, &reason);
     }
