@@ -85,7 +85,8 @@ fn percent_decode(s: &str) -> String {
 impl Config {
     /// `flag` (`--endpoint`, `--otlp-endpoint`) is a base URL like OTEL_EXPORTER_OTLP_ENDPOINT;
     /// it wins over the variables. A signal-specific variable is used as is, a base gets
-    /// `/v1/traces` appended (the OTLP exporter spec).
+    /// `/v1/traces` appended (the OTLP exporter spec). A flag that already ends with the
+    /// signal's path is taken as is (`.../v1/traces/v1/traces` is never what was meant).
     pub fn resolve(flag: Option<&str>, env: impl Fn(&str) -> Option<String>) -> Config {
         Config::resolve_signal(Signal::Traces, flag, env)
     }
@@ -99,6 +100,9 @@ impl Config {
         let (signal_endpoint, signal_headers) = signal.vars();
         let base = |b: &str| format!("{}{}", b.trim_end_matches('/'), signal.path());
         let url = match (flag, set(&env, signal_endpoint), set(&env, ENDPOINT)) {
+            (Some(f), _, _) if f.trim_end_matches('/').ends_with(signal.path()) => {
+                f.trim_end_matches('/').to_string()
+            }
             (Some(f), _, _) if !f.is_empty() => base(f),
             (_, Some(t), _) => t,
             (_, _, Some(b)) => base(&b),
@@ -169,6 +173,14 @@ mod tests {
         assert_eq!(Config::resolve(None, env(&both)).url, "http://t/x");
         let c = Config::resolve(Some("http://f:1"), env(&both));
         assert_eq!(c.url, "http://f:1/v1/traces");
+        for full in ["http://f:1/v1/traces", "http://f:1/v1/traces/"] {
+            assert_eq!(
+                Config::resolve(Some(full), env(&[])).url,
+                "http://f:1/v1/traces"
+            );
+        }
+        let m = Config::resolve_signal(Signal::Metrics, Some("http://f:1/v1/metrics"), env(&[]));
+        assert_eq!(m.url, "http://f:1/v1/metrics");
         assert!(Config::live(None, env(&[])).is_none());
         assert!(Config::live(None, env(&[(ENDPOINT, "http://c")])).is_some());
         assert!(Config::live(Some("http://f"), env(&[])).is_some());

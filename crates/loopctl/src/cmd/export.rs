@@ -45,7 +45,7 @@ OTEL_EXPORTER_OTLP_HEADERS='x-honeycomb-team=KEY' loopctl export otel my-task"
 struct OtelArgs {
     /// Roots (folders of run folders), run folders, log files or run ids (default: the root).
     paths: Vec<String>,
-    /// Collector base URL (http://host:4318); /v1/traces is appended.
+    /// Collector base URL (http://host:4318); /v1/traces is appended unless the URL ends with it.
     #[arg(long, value_name = "URL")]
     endpoint: Option<String>,
     /// Print what was sent as JSON on stdout ({"endpoint","logs","runs","spans"}).
