@@ -833,6 +833,11 @@ impl MetricState {
         })
     }
 
+    /// Whether a log had an event (every event belongs to a run: its own, or the log's).
+    pub fn has_runs(&self, source: SourceId) -> bool {
+        matches!(self.sources.get(source), Some(Some(s)) if !s.runs.is_empty())
+    }
+
     /// Findings about the logs (`loopctl_log_findings_total`, all kinds): what `--strict`
     /// counts.
     pub fn findings(&self) -> u64 {

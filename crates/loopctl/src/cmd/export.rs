@@ -207,19 +207,14 @@ fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
     for n in state.take_notices() {
         output::note(&n);
     }
-    // Source `i` is `logs[i]`; a log with an event has a run.
-    let mut read: Vec<bool> = vec![false; logs.len()];
-    for (source, _) in state.runs() {
-        if let Some(r) = read.get_mut(source) {
-            *r = true;
-        }
-    }
+    // Source `i` is `logs[i]`.
     let empty: Vec<&Path> = files
         .iter()
-        .filter_map(|f| {
-            let i = logs.iter().position(|l| &l.log == f)?;
-            (!read[i]).then_some(f.as_path())
+        .filter(|f| {
+            let source = logs.iter().position(|l| &l.log == *f);
+            source.is_some_and(|i| !state.has_runs(i))
         })
+        .map(PathBuf::as_path)
         .collect();
     let findings = state.findings();
     let text = textfile::render_probing(state, &logs)?;
