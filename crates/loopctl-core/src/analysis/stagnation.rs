@@ -274,11 +274,22 @@ fn score_rule(trace: &Trace, cfg: &Config) -> Finding {
             scores_text(&counted)
         )
     } else {
-        let last = trace.scored().last().and_then(|e| e.score).unwrap_or(0.0);
-        format!(
-            "score progressing ({n} scored evaluation(s), last {})",
-            score(last)
-        )
+        let last = trace.scored().last();
+        let s = last.and_then(|e| e.score).unwrap_or(0.0);
+        let flat = last.is_some_and(|e| s - e.previous_score < cfg.min_delta - EPS);
+        if flat {
+            // Not counted: with fail blockers (repeated_failure judges those), or the baseline
+            // of a new quality phase. "Progressing" would say the opposite of the scores.
+            format!(
+                "score not progressing (last {}) but not counted: the evaluations without progress had failing rules or opened a quality phase ({n} scored evaluation(s))",
+                score(s)
+            )
+        } else {
+            format!(
+                "score progressing ({n} scored evaluation(s), last {})",
+                score(s)
+            )
+        }
     };
     Finding::new(Detector::Score, count >= limit, summary).evaluations(counted)
 }

@@ -59,6 +59,27 @@ fn fail_blockers_do_not_count() {
     assert!(run(&t, &Config::default(), Detector::Score).triggered);
 }
 
+/// Flat scores the rule does not count (fail blockers) are not called progress.
+#[test]
+fn flat_scores_with_fail_blockers_are_not_called_progressing() {
+    let t = evals(&[0.333, 0.333, 0.333], r#","failed":["R1"]"#);
+    let f = run(&t, &Config::default(), Detector::Score);
+    assert!(!f.triggered, "{f:?}");
+    assert!(
+        f.summary
+            .starts_with("score not progressing (last 0.333) but not counted"),
+        "{}",
+        f.summary
+    );
+    let t = evals(&[0.5, 0.6, 0.7], r#","failed":["R1"]"#);
+    let f = run(&t, &Config::default(), Detector::Score);
+    assert!(
+        f.summary.starts_with("score progressing (3 scored"),
+        "{}",
+        f.summary
+    );
+}
+
 #[test]
 fn reset_policies_differ_after_progress() {
     // 0.5 -> 0.51 (1) -> 0.6 (progress) -> 0.605 (1 or 2).
