@@ -66,10 +66,39 @@ pub struct Args {
     out: OutArgs,
 }
 
+/// `COLUMN=VALUE`; spaces around either and quotes around the value are dropped, as a user
+/// used to SQL writes it (`status = 'failed'` matched nothing: the value was ` 'failed'`).
 fn key_value(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
-        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        Some((k, v)) if !k.trim().is_empty() => {
+            let v = v.trim();
+            let unquoted = ['\'', '"']
+                .iter()
+                .find_map(|q| v.strip_prefix(*q)?.strip_suffix(*q))
+                .unwrap_or(v);
+            Ok((k.trim().to_string(), unquoted.to_string()))
+        }
         _ => Err(format!("{s:?} is not COLUMN=VALUE (e.g. status=failed)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn where_values_lose_spaces_and_quotes() {
+        for s in ["status=failed", "status = 'failed'", " status= \"failed\" "] {
+            assert_eq!(
+                super::key_value(s),
+                Ok(("status".into(), "failed".into())),
+                "{s}"
+            );
+        }
+        assert_eq!(
+            super::key_value("loop='a b'"),
+            Ok(("loop".into(), "a b".into()))
+        );
+        assert_eq!(super::key_value("x='"), Ok(("x".into(), "'".into())));
+        assert!(super::key_value("=x").is_err());
     }
 }
 
