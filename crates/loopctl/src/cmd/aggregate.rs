@@ -82,26 +82,6 @@ fn key_value(s: &str) -> Result<(String, String), String> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn where_values_lose_spaces_and_quotes() {
-        for s in ["status=failed", "status = 'failed'", " status= \"failed\" "] {
-            assert_eq!(
-                super::key_value(s),
-                Ok(("status".into(), "failed".into())),
-                "{s}"
-            );
-        }
-        assert_eq!(
-            super::key_value("loop='a b'"),
-            Ok(("loop".into(), "a b".into()))
-        );
-        assert_eq!(super::key_value("x='"), Ok(("x".into(), "'".into())));
-        assert!(super::key_value("=x").is_err());
-    }
-}
-
 /// The filter the options describe, times relative to now.
 pub fn filter(
     since: Option<&str>,
@@ -138,4 +118,24 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         print_frames(&frames, &a.out)?;
     }
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn where_values_lose_spaces_and_quotes() {
+        for s in ["status=failed", "status = 'failed'", " status= \"failed\" "] {
+            assert_eq!(
+                super::key_value(s),
+                Ok(("status".into(), "failed".into())),
+                "{s}"
+            );
+        }
+        assert_eq!(
+            super::key_value("loop='a b'"),
+            Ok(("loop".into(), "a b".into()))
+        );
+        assert_eq!(super::key_value("x='"), Ok(("x".into(), "'".into())));
+        assert!(super::key_value("=x").is_err());
+    }
 }
