@@ -7,7 +7,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use loopctl_core::decode::lines::{DEFAULT_MAX_LINE, LineText, Piece, Pos, Splitter, decode};
-use loopctl_core::fold::replay::oversize_reason;
+use loopctl_core::fold::replay::{FindingKind, damage_kind, oversize_reason};
 use loopctl_core::{Event, parse_line};
 
 use crate::{Result, StoreError, io_err};
@@ -140,18 +140,21 @@ pub(crate) fn pieces_of(
 }
 
 /// Calls `f` with every event of the file in order, with its position and raw line.
-/// Damaged lines are passed as `Err` with the reason.
+/// Damaged lines are passed as `Err` with their kind (as replay names it) and the reason.
 pub fn for_each_event(
     path: &Path,
     max_line: usize,
-    mut f: impl FnMut(Pos, &[u8], std::result::Result<Event<'_>, String>),
+    mut f: impl FnMut(Pos, &[u8], std::result::Result<Event<'_>, (FindingKind, String)>),
 ) -> Result<()> {
     for_each_piece(path, 0, 0, max_line, |p| match p {
-        Piece::Line(pos, raw) | Piece::Unterminated(pos, raw) => match decode(pos, raw) {
-            LineText::Blank => {}
-            LineText::Text(t) => f(pos, raw, parse_line(t).map_err(|e| e.to_string())),
-            LineText::NotUtf8(reason) => f(pos, raw, Err(reason)),
-        },
-        Piece::Oversize(pos, n) => f(pos, &[], Err(oversize_reason(n))),
+        Piece::Line(pos, raw) | Piece::Unterminated(pos, raw) => {
+            let kind = damage_kind(matches!(p, Piece::Line(..)));
+            match decode(pos, raw) {
+                LineText::Blank => {}
+                LineText::Text(t) => f(pos, raw, parse_line(t).map_err(|e| (kind, e.to_string()))),
+                LineText::NotUtf8(reason) => f(pos, raw, Err((kind, reason))),
+            }
+        }
+        Piece::Oversize(pos, n) => f(pos, &[], Err((FindingKind::Oversize, oversize_reason(n)))),
     })
 }

@@ -71,6 +71,19 @@ fn global_options_work_after_the_subcommand() {
     assert_eq!(run(&["replay", bad]).status.code(), Some(0));
     assert_eq!(run(&["replay", bad, "--strict"]).status.code(), Some(1));
     assert_eq!(run(&["history", bad, "--strict"]).status.code(), Some(1));
+    // history names a damaged line as status does: file:line: byte N: kind: reason.
+    let said = |cmd| {
+        let err = text(&run(&[cmd, bad]).stderr);
+        err.lines()
+            .find(|l| l.contains("bad_line"))
+            .map(str::to_string)
+    };
+    assert!(
+        said("history").is_some(),
+        "{:?}",
+        text(&run(&["history", bad]).stderr)
+    );
+    assert_eq!(said("history"), said("status"));
     // --max-line-bytes after the subcommand: every line is longer than 10 bytes.
     let clean = fixture("native-clean");
     let clean = clean.to_str().unwrap();

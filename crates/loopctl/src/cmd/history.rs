@@ -38,16 +38,18 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     // Per run: events and last seq, for the seq checks replay makes (every event is shown).
     let mut seqs: HashMap<String, (u64, Option<u64>)> = HashMap::new();
     for_each_event(&run.log, ctx.read.max_line, |pos, raw, ev| {
+        let finding = |kind, reason| Finding {
+            line: pos.line,
+            offset: pos.offset,
+            kind,
+            reason,
+            run_id: None,
+        };
         let ev = match ev {
             Ok(ev) => ev,
-            Err(reason) => {
+            Err((kind, reason)) => {
                 bad += 1;
-                output::warn(&format!(
-                    "{}:{}: byte {}: {reason}",
-                    run.log.display(),
-                    pos.line,
-                    pos.offset
-                ));
+                output::warn(&output::finding(&run.log, &finding(kind, reason)));
                 return;
             }
         };
@@ -64,14 +66,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         let step = seq_step(*count, *last, ev.seq);
         if let Some((kind, reason)) = step.finding {
             bad += 1;
-            let f = Finding {
-                line: pos.line,
-                offset: pos.offset,
-                kind,
-                reason,
-                run_id: None,
-            };
-            output::warn(&output::finding(&run.log, &f));
+            output::warn(&output::finding(&run.log, &finding(kind, reason)));
         }
         if !step.duplicate {
             *count += 1;
