@@ -10,6 +10,7 @@ use clap::Args as ClapArgs;
 use loopctl_core::decode::event::{Event, Kind};
 use loopctl_core::decode::lines::{LineText, Pos, decode};
 use loopctl_core::fold::live_runs::LiveRuns;
+use loopctl_core::fold::replay::{Finding, FindingKind};
 use loopctl_core::fold::{Damage, Line, Projection};
 use loopctl_core::{Ts, parse_line};
 use loopctl_follow::{Follower, Item, Start, tail_offset};
@@ -118,6 +119,8 @@ fn parse_since(s: &str) -> anyhow::Result<Ts> {
 /// A followed log and what is known about it.
 struct Log {
     name: String,
+    /// Named in what is said about its lines.
+    path: PathBuf,
     /// The one run of the log to follow, when RUN named it (a run id or alias).
     only: Option<String>,
 }
@@ -153,16 +156,19 @@ impl Tail {
                 len: raw.len() as u64,
                 terminated: true,
             };
-            return self.damaged(log, pos, &Damage::Oversize.finding(&line).1);
+            let (kind, reason) = Damage::Oversize.finding(&line);
+            return self.damaged(log, pos, kind, &reason);
         }
         let text = match decode(pos, raw) {
             LineText::Blank => return,
             LineText::Text(t) => t,
-            LineText::NotUtf8(reason) => return self.damaged(log, pos, &reason),
+            LineText::NotUtf8(reason) => {
+                return self.damaged(log, pos, FindingKind::BadLine, &reason);
+            }
         };
         let ev = match parse_line(text) {
             Ok(ev) => ev,
-            Err(e) => return self.damaged(log, pos, &e.to_string()),
+            Err(e) => return self.damaged(log, pos, FindingKind::BadLine, &e.to_string()),
         };
         self.parsed(log, raw, &ev, quiet);
     }
@@ -248,17 +254,24 @@ impl Tail {
         }
     }
 
-    fn damaged(&mut self, log: usize, pos: Pos, reason: &str) {
-        // Line numbers are unknown when following started mid-file.
-        let line = if pos.line > 0 {
-            format!("{}: ", pos.line)
-        } else {
-            String::new()
+    /// Says it as every reader does (`file:line: byte N: kind: reason`), naming the log file.
+    fn damaged(&mut self, log: usize, pos: Pos, kind: FindingKind, reason: &str) {
+        let f = Finding {
+            line: pos.line,
+            offset: pos.offset,
+            kind,
+            reason: reason.to_string(),
+            run_id: None,
         };
-        output::warn(&format!(
-            "{}:{line}byte {}: bad_line: {reason} (skipped)",
-            self.logs[log].name, pos.offset
-        ));
+        let path = &self.logs[log].path;
+        // Line numbers are unknown when following started mid-file.
+        let text = if pos.line > 0 {
+            output::finding(path, &f)
+        } else {
+            let kind = output::kind(&f);
+            format!("{}: byte {}: {kind}: {reason}", path.display(), pos.offset)
+        };
+        output::warn(&format!("{text} (skipped)"));
     }
 }
 
@@ -273,11 +286,8 @@ impl Projection for Before<'_> {
         self.tail.parsed(self.log, &[], ev, true);
     }
     fn damaged(&mut self, line: Line, damage: &Damage) {
-        let reason = match damage {
-            Damage::Bad(reason) => reason.clone(),
-            Damage::Oversize => loopctl_core::fold::replay::oversize_reason(line.len),
-        };
-        self.tail.damaged(self.log, line.pos, &reason);
+        let (kind, reason) = damage.finding(&line);
+        self.tail.damaged(self.log, line.pos, kind, &reason);
     }
 }
 
@@ -364,6 +374,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     for (path, name, only) in &files {
         let log = Log {
             name: name.clone(),
+            path: path.clone(),
             only: only.clone(),
         };
         let max_line = ctx.read.max_line;
@@ -419,6 +430,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                     output::note(&format!("new run {}", r.name));
                     let log = Log {
                         name: r.name.clone(),
+                        path: r.log.clone(),
                         only: None,
                     };
                     let max_line = ctx.read.max_line;
