@@ -676,3 +676,22 @@ fn an_error_names_the_log_once() {
         assert!(err.contains("no run \"nosuch\""), "{cmd}: {err}");
     }
 }
+
+/// Every command's help ends with examples (`--help` teaches), but the generators'.
+#[test]
+fn every_command_s_help_has_examples() {
+    let no_examples = ["completions", "docs"];
+    let mut cmds: Vec<Vec<String>> = subcommands()
+        .into_iter()
+        .filter(|c| !no_examples.contains(&c.as_str()) && c != "export")
+        .map(|c| vec![c])
+        .collect();
+    for format in ["prometheus", "otel"] {
+        cmds.push(vec!["export".into(), format.into()]);
+    }
+    for cmd in cmds {
+        let args: Vec<&str> = cmd.iter().map(String::as_str).chain(["--help"]).collect();
+        let help = text(&run(&args).stdout);
+        assert!(help.contains("Example"), "{cmd:?} --help has no example:\n{help}");
+    }
+}

@@ -14,6 +14,9 @@ use crate::{exit, output};
 /// Exit code: 0 clean; 1 findings (anything in the log, a log that holds no event, or a
 /// run.json that is damaged, unreadable or disagrees with the log); 2 the log could not be read.
 #[derive(ClapArgs)]
+#[command(
+    after_help = "Examples:\n  loopctl check                             # the newest run under the root\n  loopctl check runs/a/history.jsonl --json  # every finding, with line and byte"
+)]
 pub struct Args {
     #[command(flatten)]
     target: super::RunArg,

@@ -19,6 +19,9 @@ use crate::output;
 /// one of its parents, runs still going (a live runner, or a log that says running).
 /// Asks before deleting unless --yes. Exit codes: 0 done, 1 some run refused, 2 error.
 #[derive(ClapArgs)]
+#[command(
+    after_help = "Examples:\n  loopctl clean old-run                     # asks before deleting its folder\n  loopctl clean --all --yes                 # every run under the root that may go, no question"
+)]
 pub struct Args {
     /// Runs to delete (folder, id or alias).
     #[arg(required_unless_present = "all", conflicts_with = "all")]

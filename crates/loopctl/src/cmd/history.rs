@@ -15,6 +15,9 @@ use crate::{exit, output};
 /// or alias, or --run-id, shows one. --json prints the normalised events as native NDJSON (any
 /// dialect in, one format out); --raw prints the lines exactly as the log has them.
 #[derive(ClapArgs)]
+#[command(
+    after_help = "Examples:\n  loopctl history checkout-api              # the timeline of a run\n  loopctl history merged.jsonl --run-id r1  # one run of a log holding several\n  loopctl history --json | jq .event        # normalised events, any dialect"
+)]
 pub struct Args {
     #[command(flatten)]
     target: super::RunArg,

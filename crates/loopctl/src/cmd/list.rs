@@ -35,6 +35,9 @@ use crate::output;
 /// findings (damaged lines, seq problems) or cannot be read, and for a FILE that holds no
 /// event; 2 error (a named root that does not exist, unreadable file).
 #[derive(ClapArgs)]
+#[command(
+    after_help = "Examples:\n  loopctl list                              # every run under the root\n  loopctl list runs/ --json                  # another root, for scripts\n  loopctl list merged.jsonl                  # the runs of one log"
+)]
 pub struct Args {
     /// Root folder to scan (default: the root), a run folder, or a log file holding several
     /// runs.

@@ -18,6 +18,9 @@ use crate::{exit, output};
 /// and the report says where each came from. The old file is copied to run.json.damaged
 /// (.damaged.2, ...) before the new one replaces it atomically.
 #[derive(ClapArgs)]
+#[command(
+    after_help = "Examples:\n  loopctl recover examples/damaged-run --dry-run   # what would change, nothing written\n  loopctl recover examples/damaged-run             # rebuild run.json from the log"
+)]
 pub struct Args {
     #[command(flatten)]
     target: super::RunArg,

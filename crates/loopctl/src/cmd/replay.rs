@@ -10,6 +10,9 @@ use crate::output;
 /// prints its run.json, byte for byte; a log holding several runs (a merged stream) prints a
 /// summary table, and --run-id picks one.
 #[derive(ClapArgs)]
+#[command(
+    after_help = "Examples:\n  loopctl replay                            # the newest run under the root, as run.json\n  loopctl replay checkout-api --json         # a run by alias or id\n  loopctl replay runs/merged.jsonl --run-id r-20261120-093000"
+)]
 pub struct Args {
     #[command(flatten)]
     target: super::RunArg,

@@ -113,6 +113,9 @@ pub struct RunArgs {
 /// new attempt (the old attempt's output stays), then the loop goes on. Completed, stopped and
 /// failed runs are not resumed.
 #[derive(ClapArgs)]
+#[command(
+    after_help = "Examples:\n  loopctl resume                            # the current run (current.json, else the newest)\n  loopctl resume fix-the-tests -v           # by alias, its phases' output on stderr\n  loopctl list --json | jq -r '.[] | select(.status==\"interrupted\") | .resume'"
+)]
 pub struct ResumeArgs {
     #[command(flatten)]
     target: super::RunArg,

@@ -28,6 +28,9 @@ use crate::{exit, output};
 /// metrics carry loop and phase names. Port 0 picks a free port; the bound address is printed
 /// on stderr. Stops on SIGINT/SIGTERM.
 #[derive(ClapArgs)]
+#[command(
+    after_help = "Examples:\n  loopctl serve                             # the root's runs on 127.0.0.1:9477\n  loopctl serve runs/ --listen 0.0.0.0:9477  # for a Prometheus in a container\n  curl -s localhost:9477/metrics | grep loopctl_runs"
+)]
 pub struct Args {
     /// Roots (folders of run folders), run folders or log files (default: the root).
     paths: Vec<PathBuf>,

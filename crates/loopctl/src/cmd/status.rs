@@ -14,6 +14,9 @@ use crate::output;
 /// STATUS is running, interrupted (its runner is gone: `loopctl resume` continues it),
 /// completed, stopped or failed; docs/runner.md, "Run states", says what each means.
 #[derive(ClapArgs)]
+#[command(
+    after_help = "Examples:\n  loopctl status                            # the newest run under the root\n  loopctl status checkout-api --json         # a run by alias or id"
+)]
 pub struct Args {
     #[command(flatten)]
     target: super::RunArg,

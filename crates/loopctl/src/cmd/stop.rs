@@ -13,6 +13,9 @@ use crate::output;
 /// `user_stop` in the log and exits (sentinel KILLED, 130). A run with no runner (interrupted)
 /// gets a `stopped` event with reason user_stop. A run that already ended is left alone.
 #[derive(ClapArgs)]
+#[command(
+    after_help = "Examples:\n  loopctl stop                              # the current run (current.json, else the newest)\n  loopctl stop fix-the-tests --reason 'wrong branch'\n  loopctl stop r-20261120-093000 --wait 60 --json"
+)]
 pub struct Args {
     #[command(flatten)]
     target: super::RunArg,
