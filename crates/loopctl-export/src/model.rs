@@ -138,7 +138,7 @@ impl Metric {
             Metric::RunsFinished => "Runs that ended, by status and canonical exit reason.",
             Metric::RunDuration => "Wall time from a run's first to its last event, at its end.",
             Metric::RunIterations => {
-                "Iterations a run completed (iterations_completed) when it ended."
+                "Iterations a run took, when it ended: the count its end states, else the iteration it ended in."
             }
             Metric::PhaseDuration => {
                 "Duration of finished phase attempts (aif-loop: derived steps)."
@@ -776,7 +776,9 @@ impl MetricState {
             self.add(run, runs_key(before), Delta::Count(-1));
             self.add(run, runs_key(after), Delta::Count(1));
             if before == Status::Running {
-                self.finished(run);
+                // The count the end states (Avenor's loop end, the runner's stop), if it does.
+                let stated = live.as_deref().and_then(|l| l.trace.stop.as_ref());
+                self.finished(run, stated.and_then(|s| s.iterations_completed));
             }
         }
         run.live = live;

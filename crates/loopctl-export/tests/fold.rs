@@ -425,6 +425,70 @@ fn cache_tokens_and_cost_are_counted_where_a_log_carries_them() {
     assert_eq!(count(&m, Metric::Cost, &["c"]), 0.5);
 }
 
+/// `loopctl_run_iterations` is the count a run's end states, else the iteration it ended in:
+/// aif-loop's `stopped` states none, and a run that passed in iteration 2 took 2 (the
+/// reducer's `iterations_completed`, iterations advanced past, says 1).
+#[test]
+fn run_iterations_are_the_stated_count_else_the_iteration_a_run_ended_in() {
+    let mut m = MetricState::new(Options::default());
+    let s = m.add_source("runs");
+    let aif = |it: u64, event: &str, payload: &str| {
+        format!(
+            r#"{{"ts":"2026-03-02T10:0{it}:00Z","run_id":"pass-20260302-100000","iteration":{it},"phase":"A","step":"EVALUATE","event":"{event}","status":"ok","payload":{payload}}}"#
+        )
+    };
+    let lines = [
+        aif(1, "run_started", "{}"),
+        aif(1, "evaluation_done", r#"{"score":0.5,"passed":false}"#),
+        aif(2, "iteration_advanced", r#"{"new_iteration":2}"#),
+        aif(2, "evaluation_done", r#"{"score":0.95,"passed":true}"#),
+        aif(2, "stopped", r#"{"reason":"threshold_reached"}"#),
+    ];
+    apply_lines(
+        &mut m,
+        s,
+        &lines.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        run_of(&m, "pass-20260302-100000")
+            .state
+            .iterations_completed,
+        1
+    );
+    assert_eq!(
+        hist(&m, Metric::RunIterations, &["pass", "completed"]),
+        (1, 2.0)
+    );
+
+    // A stated count wins over the iterations the events reached.
+    let stated = [
+        native(1, "told-20260101-000000", "run_started", "", "{}"),
+        native(
+            2,
+            "told-20260101-000000",
+            "phase_started",
+            "fix",
+            r#"{"iteration":2}"#,
+        )
+        .replace(r#""iteration":1"#, r#""iteration":2"#),
+        native(
+            3,
+            "told-20260101-000000",
+            "stopped",
+            "",
+            r#"{"reason":"marker","exit_reason":"marker","iterations_completed":1}"#,
+        ),
+    ];
+    apply_lines(
+        &mut m,
+        s,
+        &stated.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(run_of(&m, "told-20260101-000000").state.iteration, 2);
+    let (n, sum) = hist(&m, Metric::RunIterations, &["told", "stopped"]);
+    assert_eq!((n, sum), (1, 1.0));
+}
+
 #[test]
 fn bare_run_ids_take_the_log_name_until_the_run_names_its_alias() {
     let mut m = MetricState::new(Options::default());

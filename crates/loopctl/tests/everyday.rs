@@ -692,6 +692,9 @@ fn every_command_s_help_has_examples() {
     for cmd in cmds {
         let args: Vec<&str> = cmd.iter().map(String::as_str).chain(["--help"]).collect();
         let help = text(&run(&args).stdout);
-        assert!(help.contains("Example"), "{cmd:?} --help has no example:\n{help}");
+        assert!(
+            help.contains("Example"),
+            "{cmd:?} --help has no example:\n{help}"
+        );
     }
 }

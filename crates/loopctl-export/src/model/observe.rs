@@ -74,11 +74,14 @@ impl MetricState {
         }
     }
 
-    pub(super) fn finished(&mut self, run: &mut RunMetrics) {
+    /// `stated`: the iterations the run's end says it completed, if it says.
+    pub(super) fn finished(&mut self, run: &mut RunMetrics, stated: Option<u64>) {
         let s = &run.state;
         let status = Label::Static(s.status.as_str());
         let reason = Label::Static(exit_reason_label(s));
-        let iterations = s.iterations_completed as i64;
+        // aif-loop's end states no count: a run that passed in iteration 3 took 3 (the
+        // reducer's `iterations_completed`, the iterations advanced past, would say 2 or 0).
+        let iterations = stated.unwrap_or(s.iteration) as i64;
         let duration = match (s.created_at, s.updated_at) {
             (Some(a), Some(b)) => Some(b.0.saturating_sub(a.0).max(0)),
             _ => None,
