@@ -351,6 +351,28 @@ pub(super) fn substitute(expr: &str, vars: &BTreeMap<String, String>) -> String 
 }
 
 /// Runs one expression; returns why it fails the test, if it does.
+/// The PromQL blocks of docs/metrics.md, one expression each (PromQL reads `#` comments).
+fn doc_examples() -> Vec<String> {
+    let doc = read(&repo().join("docs/metrics.md"));
+    let mut out = Vec::new();
+    let mut block: Option<String> = None;
+    for line in doc.lines() {
+        match (line.trim(), &mut block) {
+            ("```promql", None) => block = Some(String::new()),
+            ("```", Some(b)) => {
+                out.push(std::mem::take(b));
+                block = None;
+            }
+            (_, Some(b)) => {
+                b.push_str(line);
+                b.push('\n');
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 pub(super) fn evaluate(prom: &Prometheus, ctx: &str, expr: &str) -> Option<String> {
     let (code, v) = prom.query(expr);
     if code != 200 || v["status"] != "success" {
@@ -431,6 +453,20 @@ fn every_panel_and_alert_expression_returns_data_from_a_real_prometheus() {
     // Alert expressions: the sample is a bad day on which every alert's condition holds.
     for (alert, expr) in alert_exprs() {
         failures.extend(evaluate(&prom, &alert, &expr));
+        ran += 1;
+    }
+    // docs/metrics.md's example for each metric: it parses and runs (some need data the
+    // sample does not hold, such as a run silent for 15 minutes).
+    let examples = doc_examples();
+    assert!(examples.len() >= 15, "{examples:?}");
+    for (i, expr) in examples.iter().enumerate() {
+        let (code, v) = prom.query(expr);
+        if code != 200 || v["status"] != "success" {
+            let n = i + 1;
+            failures.push(format!(
+                "docs/metrics.md example {n}: HTTP {code} {v}\n  {expr}"
+            ));
+        }
         ran += 1;
     }
     // Prometheus loaded the same rules and evaluates them without error.
