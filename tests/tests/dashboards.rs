@@ -530,6 +530,28 @@ fn alert_rules_are_well_formed_and_all_unit_tested() {
     assert_eq!(silent, names, "alerts without a silent test case");
 }
 
+/// The image builds with the toolchain the workspace says it needs, and the README says the
+/// same (the lock's crates set the floor: polars' sysinfo needs 1.95).
+#[test]
+fn the_image_and_the_readme_name_the_workspace_s_rust_version() {
+    let manifest = read(&repo().join("Cargo.toml"));
+    let version = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("rust-version in Cargo.toml");
+    let dockerfile = read(&dashboards_dir().join("Dockerfile"));
+    assert!(
+        dockerfile.contains(&format!("FROM rust:{version}-")),
+        "dashboards/Dockerfile does not build with rust {version}"
+    );
+    let readme = read(&repo().join("README.md"));
+    assert!(
+        readme.contains(&format!("Rust {version} or newer")),
+        "README.md does not say Rust {version}"
+    );
+}
+
 #[test]
 fn deployment_files_parse_and_point_at_each_other() {
     let compose = yaml("docker-compose.yml");
