@@ -144,9 +144,67 @@ impl Sender {
             return Ok(());
         }
         let batch: Vec<SpanData> = spans.iter().map(|s| span_data(s, &self.scope)).collect();
-        futures_executor::block_on(self.exporter.export(batch)).map_err(|e| SendError::Endpoint {
-            url: self.url.clone(),
-            reason: e.to_string(),
+        futures_executor::block_on(self.exporter.export(batch)).map_err(|e| {
+            // The exporter says "network error" and no more: say why, when it is the connection.
+            let reason = match connect_cause(&self.url) {
+                Some(cause) => format!("{e} ({cause})"),
+                None => e.to_string(),
+            };
+            SendError::Endpoint {
+                url: self.url.clone(),
+                reason,
+            }
         })
+    }
+}
+
+/// Why `url`'s host and port cannot be reached over TCP, if they cannot.
+fn connect_cause(url: &str) -> Option<String> {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let (rest, default_port) = match url.split_once("://") {
+        Some(("https", r)) => (r, 443),
+        Some((_, r)) => (r, 80),
+        None => (url, 80),
+    };
+    let authority = rest.split('/').next()?;
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !p.contains(']') => (h, p.parse().ok()?),
+        _ => (authority, default_port),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let addr = match (host, port).to_socket_addrs() {
+        Ok(mut a) => a.next()?,
+        Err(e) => return Some(format!("cannot resolve {host}: {e}")),
+    };
+    TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))
+        .err()
+        .map(|e| format!("cannot connect to {addr}: {e}"))
+}
+
+#[cfg(test)]
+mod connect_tests {
+    use super::connect_cause;
+
+    #[test]
+    fn an_unreachable_endpoint_is_named_with_its_cause() {
+        let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = open.local_addr().unwrap().port();
+        assert_eq!(
+            connect_cause(&format!("http://127.0.0.1:{port}/v1/traces")),
+            None
+        );
+        drop(open);
+        let cause = connect_cause(&format!("http://127.0.0.1:{port}/v1/traces")).unwrap();
+        assert!(
+            cause.starts_with(&format!("cannot connect to 127.0.0.1:{port}: ")),
+            "{cause}"
+        );
+        assert!(cause.contains("refused"), "{cause}");
+        let cause = connect_cause("http://no-such-host.invalid:4318/v1/traces").unwrap();
+        assert!(
+            cause.starts_with("cannot resolve no-such-host.invalid"),
+            "{cause}"
+        );
     }
 }
