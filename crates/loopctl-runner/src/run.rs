@@ -292,7 +292,6 @@ impl Runner {
             payload["criteria"] = c.to_value();
         }
         r.emit(Kind::RunStarted, None, payload)?;
-        r.write_run_json()?;
         Ok(r)
     }
 
@@ -405,7 +404,6 @@ impl Runner {
             payload["tail_repair"] = json!(format!("{rep:?}"));
         }
         r.emit(Kind::RunResumed, None, payload)?;
-        r.write_run_json()?;
         Ok(r)
     }
 
@@ -492,12 +490,10 @@ impl Runner {
                 .and_then(|_| sink.flush());
         }
         (self.observer)(&parsed);
-        Ok(parsed.seq.unwrap_or(0))
-    }
-
-    fn write_run_json(&self) -> Result<()> {
+        // run.json after each event (the writer gathers a burst into one write per 100 ms): a
+        // phase under way shows in it, as its `phase_started` does in the log.
         self.snapshots.send(render(&self.state));
-        Ok(())
+        Ok(parsed.seq.unwrap_or(0))
     }
 
     fn set_current(&self, active: bool) {
@@ -680,7 +676,7 @@ impl Runner {
             self.last_failure = failure;
         }
         self.emit(Kind::PhaseFinished, step, fin)?;
-        self.write_run_json()
+        Ok(())
     }
 
     /// The phase never ran (template error, missing program): recorded as a failed attempt.
@@ -695,7 +691,7 @@ impl Runner {
         let (fin, err) = record::never_ran(fin, &spec.name, pos.iteration, &msg, code);
         self.last_failure = Some(err);
         self.emit(Kind::PhaseFinished, Some((&spec.name, pos.iteration)), fin)?;
-        self.write_run_json()
+        Ok(())
     }
 
     /// The process a phase runs: its `run` command, or its agent with the rendered prompt.

@@ -290,6 +290,51 @@ impl Sandbox {
     }
 }
 
+/// run.json follows the log while a phase runs: it shows the phase under way (it lagged one
+/// event behind for the whole phase), and `check` finds it agreeing with the log.
+#[test]
+fn run_json_shows_the_phase_under_way() {
+    let s = Sandbox::new();
+    let mut child = spawn_run(
+        &s,
+        json!({"loop": [{"name": "quick", "run": "true"}, {"name": "long", "run": "sleep 30"}]}),
+    );
+    let end = Instant::now() + Duration::from_secs(20);
+    let started_long = || {
+        let ev = s.events_lossy();
+        let seq = named(&ev, "phase_started")
+            .iter()
+            .find(|e| e["step"] == "long")
+            .map(|e| e["seq"].clone());
+        seq.filter(|_| s.run_dir().join("run.json").is_file())
+    };
+    let seq = loop {
+        if let Some(seq) = started_long() {
+            break seq;
+        }
+        assert!(Instant::now() < end, "the long phase never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The writer gathers a burst into one write per 100 ms.
+    let state = loop {
+        let state = s.state();
+        if state["last_seq"] == seq || Instant::now() >= end {
+            break state;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        (&state["last_seq"], &state["current_step"]),
+        (&seq, &json!("long")),
+        "{state}"
+    );
+    let check = s.cmd().args(["check", "r1"]).output().unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{said}");
+    signal(&child, nix::sys::signal::Signal::SIGINT);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
 #[test]
 fn sigint_cancels_killed_130_and_the_run_is_stopped_user_stop() {
     let s = Sandbox::new();

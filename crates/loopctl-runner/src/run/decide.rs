@@ -53,7 +53,7 @@ impl Runner {
             t["end"] = json!({"reason": "stagnation",
                               "detail": format!("stalled: {}", fin.get("error").and_then(Value::as_str).unwrap_or("no output"))});
             self.emit(Kind::Transition, step, t)?;
-            return self.write_run_json();
+            return Ok(());
         }
         let eval = if observed {
             self.evaluate(&spec, pos, &fin, verdict)?
@@ -140,7 +140,7 @@ impl Runner {
             t["source"] = json!("none");
         }
         self.emit(Kind::Transition, step, t)?;
-        self.write_run_json()
+        Ok(())
     }
 
     /// Applies a `when` rule's actions to the transition being written.
