@@ -45,8 +45,10 @@ impl Sentinel {
                 Some(e.exit_code.filter(|&c| c != 0).unwrap_or(1)),
             ),
             (None, ExitReason::Timeout) => ("timeout".into(), None, None),
+            // loopctl's own code (130), whatever the phase's process died of (143 from SIGTERM,
+            // 137 if it ignored it, 0 from a check cut short).
             (None, ExitReason::Cancelled) => {
-                ("cancelled".into(), None, Some(e.exit_code.unwrap_or(130)))
+                ("cancelled".into(), None, Some(i64::from(exit.code())))
             }
             (None, _) => (e.stop_reason.clone(), None, None),
         };
