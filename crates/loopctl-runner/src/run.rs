@@ -240,6 +240,7 @@ impl Runner {
         opts: RunOptions,
         task: Option<String>,
     ) -> Result<Runner> {
+        prepare::check_outputs(&opts).map_err(RunnerError::Invalid)?;
         std::fs::create_dir_all(root).map_err(io_err(root))?;
         let stem = opts
             .loop_file
@@ -391,6 +392,7 @@ impl Runner {
         let (cfg, mut opts) =
             record::stored_config(&state.run_id, started).map_err(RunnerError::NotResumable)?;
         adjust(&mut opts);
+        prepare::check_outputs(&opts).map_err(RunnerError::Invalid)?;
         let shape = shape_of(&cfg, &opts);
         let next_seq = state.last_seq.unwrap_or(0) + 1;
         writer.set_next_seq(next_seq);

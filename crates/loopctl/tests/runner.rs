@@ -290,6 +290,39 @@ impl Sandbox {
     }
 }
 
+/// A sentinel or event stream that cannot be written is refused before anything runs: no
+/// phase runs, no run folder is left behind (the sentinel's missing folder was found out only
+/// after the whole run had completed).
+#[test]
+fn unwritable_outputs_are_refused_before_the_run_starts() {
+    let s = Sandbox::new();
+    std::fs::write(
+        s.dir.join("loop.json"),
+        json!({"loop": [{"name": "mark", "run": "touch ran"}]}).to_string(),
+    )
+    .unwrap();
+    for (flag, path, says) in [
+        (
+            "--sentinel-file",
+            "no/such/folder/sentinel",
+            "no/such/folder does not exist",
+        ),
+        ("--on-event", "no/such/folder/events.ndjson", "--on-event"),
+    ] {
+        let out = s
+            .cmd()
+            .args(["run", "--loop-file", "loop.json", "--dir", ".", flag, path])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(err.contains(says), "{flag}: {err}");
+        assert!(!s.dir.join("ran").exists(), "{flag}: a phase ran");
+        let left = std::fs::read_dir(s.root()).map_or(0, |d| d.count());
+        assert_eq!(left, 0, "{flag}: a run folder was left behind");
+    }
+}
+
 /// run.json follows the log while a phase runs: it shows the phase under way (it lagged one
 /// event behind for the whole phase), and `check` finds it agreeing with the log.
 #[test]

@@ -73,3 +73,34 @@ pub fn prepare(
         Err(errors)
     }
 }
+
+/// The files a run writes outside its folder, checked before anything runs: a sentinel whose
+/// folder is missing was found out only when the run had ended (the sentinel not written, the
+/// exit code 2 after a completed run), and an event stream that cannot be opened left an
+/// empty run folder behind. The sentinel itself is not created: it appears when the run ends.
+pub(super) fn check_outputs(opts: &super::RunOptions) -> Result<(), String> {
+    if let Some(p) = &opts.sentinel_file {
+        let parent = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if p.is_dir() {
+            return Err(format!("--sentinel-file {}: is a folder", p.display()));
+        }
+        if !parent.is_dir() {
+            return Err(format!(
+                "--sentinel-file {}: folder {} does not exist",
+                p.display(),
+                parent.display()
+            ));
+        }
+    }
+    if let Some(p) = opts.on_event.as_deref().filter(|p| *p != "-") {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .map_err(|e| format!("--on-event {p}: {e}"))?;
+    }
+    Ok(())
+}
