@@ -390,7 +390,15 @@ pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
         return Step::Decide { pos };
     }
     if let Some(d) = &c.end {
-        return decided(d);
+        // A decided end runs the post phases first, as an exit marker or the limit does; not
+        // one that blocks (as an abort does not). In the post phases the match below goes on
+        // to the next one and ends as decided.
+        if pos.kind != PhaseKind::Post {
+            return match first_of(PhaseKind::Post, pos.iteration).filter(|_| !d.blocked) {
+                Some(p) => run(p),
+                None => decided(d),
+            };
+        }
     }
     if let Some(&to) = c.route.front() {
         return goto(to);
@@ -448,9 +456,10 @@ pub fn next_step(shape: &Shape, c: &Cursor) -> Step {
             }
             after_loop(pos.iteration, ExitReason::MaxIterations, None)
         }
-        PhaseKind::Post => match next_in(PhaseKind::Post, shape.post) {
-            Some(p) => run(p),
-            None => {
+        PhaseKind::Post => match (next_in(PhaseKind::Post, shape.post), &c.end) {
+            (Some(p), _) => run(p),
+            (None, Some(d)) => decided(d),
+            (None, None) => {
                 let (r, l) = loop_ending();
                 finish(r, l, None, "end_turn")
             }
@@ -577,6 +586,32 @@ mod tests {
         );
         assert_eq!(e.reason, ExitReason::MaxIterations);
         assert_eq!(e.decided, None);
+    }
+
+    /// A decided end (the criteria at the limit, a goal met, a stagnation stop) runs the post
+    /// phases before it ends, as an exit marker does; a blocking one (an escalation) does not.
+    #[test]
+    fn a_decided_end_runs_the_post_phases_first_unless_it_blocks() {
+        let shape = Shape { post: 2, ..PAOR };
+        for (end, blocked) in [
+            ("iteration_limit", false),
+            ("goal_met", false),
+            ("escalated", true),
+        ] {
+            let (ran, e) = drive_with(
+                &shape,
+                |p, _| match (p.kind, p.index) {
+                    (PhaseKind::Loop, 2) => json!({"verdict": "fail", "decide": true}),
+                    _ => json!({"stop_reason": "end_turn"}),
+                },
+                |_, _| json!({"observed": true, "end": {"reason": end, "blocked": blocked}}),
+            );
+            let kinds: Vec<PhaseKind> = ran.iter().map(|r| r.0.kind).collect();
+            let posts = kinds.iter().filter(|k| **k == PhaseKind::Post).count();
+            assert_eq!(posts, if blocked { 0 } else { 2 }, "{end}: {ran:?}");
+            assert_eq!(kinds.len(), 3 + posts, "{end}: {ran:?}");
+            assert_eq!(e.decided.map(|d| d.reason), Some(end.to_string()), "{end}");
+        }
     }
 
     #[test]
