@@ -13,7 +13,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
 
-use crate::run::{RunnerError, STOP_REQUEST, now};
+use crate::run::{Runner, RunnerError, STOP_REQUEST, now};
 
 type Result<T> = std::result::Result<T, RunnerError>;
 
@@ -66,6 +66,14 @@ pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> 
     let state = state_of(run)?;
     if state.is_terminal() {
         return Ok(Stopped::AlreadyOver(Box::new(state)));
+    }
+    // A run `loopctl run` made ends as its runner would have ended it: with its sentinel and
+    // its event stream's loop end, which whoever waits on them needs.
+    match Runner::stop_interrupted(root, run, reason.filter(|r| !r.is_empty())) {
+        Ok(_) => return Ok(Stopped::Idle),
+        // Not one: the `stopped` event alone.
+        Err(RunnerError::NotResumable(_)) => {}
+        Err(e) => return Err(e),
     }
     let (mut w, _) = LogWriter::open(&run.log, state.last_seq.unwrap_or(0) + 1, Fsync::Always)?;
     let mut payload = json!({ "reason": "user_stop" });

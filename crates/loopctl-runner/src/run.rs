@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::control::Control;
+use crate::control::{Control, Interrupt};
 use crate::phase::{self, Attempt, Program};
 use crate::template::{self, Vars};
 use memory::{Memories, Memory};
@@ -343,6 +343,36 @@ impl Runner {
         run: &RunRef,
         adjust: impl FnOnce(&mut RunOptions),
     ) -> Result<Runner> {
+        let (mut r, repair) = Runner::reopen(root, run, adjust)?;
+        let mut payload = json!({ "from_seq": r.state.last_seq.unwrap_or(0) });
+        if let Some(rep) = repair {
+            payload["tail_repair"] = json!(format!("{rep:?}"));
+        }
+        r.emit(Kind::RunResumed, None, payload)?;
+        Ok(r)
+    }
+
+    /// Ends an interrupted run (no runner holds it) as its runner ends one that `loopctl stop`
+    /// cancels: `stopped` with `user_stop` (and `reason` as its detail), run.json, the KILLED
+    /// sentinel and the event stream's `avenor.loop.end`, where its stored options name them.
+    /// `NotResumable` for a run no `loopctl run` made (no stored options).
+    pub fn stop_interrupted(root: &Path, run: &RunRef, reason: Option<&str>) -> Result<Finished> {
+        let (r, _) = Runner::reopen(root, run, |_| {})?;
+        if let Some(text) = reason {
+            let req = r.dir.join(STOP_REQUEST);
+            std::fs::write(&req, text).map_err(io_err(&req))?;
+        }
+        let e = record::interrupted_ending(Interrupt::Cancelled(0), &r.cursor, &r.shape);
+        r.finish(e)
+    }
+
+    /// A run's runner again, from its log alone, nothing written yet; with the repair of its
+    /// torn tail, if it had one.
+    fn reopen(
+        root: &Path,
+        run: &RunRef,
+        adjust: impl FnOnce(&mut RunOptions),
+    ) -> Result<(Runner, Option<loopctl_store::append::TailRepair>)> {
         let dir = run.dir.clone().ok_or_else(|| {
             RunnerError::NotResumable(format!(
                 "{} is a bare log file; resume works on run folders made by `loopctl run`",
@@ -401,12 +431,7 @@ impl Runner {
         r.state = state;
         r.cursor = cursor;
         r.trace = trace;
-        let mut payload = json!({ "from_seq": next_seq - 1 });
-        if let Some(rep) = repair {
-            payload["tail_repair"] = json!(format!("{rep:?}"));
-        }
-        r.emit(Kind::RunResumed, None, payload)?;
-        Ok(r)
+        Ok((r, repair))
     }
 
     pub fn observe(mut self, f: impl FnMut(&Event<'_>) + 'static) -> Runner {

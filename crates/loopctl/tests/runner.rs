@@ -254,6 +254,10 @@ fn timeout_kills_the_phase_group_and_writes_timeout_124() {
 }
 
 fn spawn_run(s: &Sandbox, config: Value) -> Child {
+    spawn_run_with(s, config, &[])
+}
+
+fn spawn_run_with(s: &Sandbox, config: Value, extra: &[&str]) -> Child {
     std::fs::write(s.dir.join("loop.json"), config.to_string()).unwrap();
     std::process::Command::new(cargo_bin("loopctl"))
         .current_dir(&s.dir)
@@ -261,6 +265,7 @@ fn spawn_run(s: &Sandbox, config: Value) -> Child {
         .arg("--root")
         .arg(s.root())
         .args(RUN)
+        .args(extra)
         .arg("-q")
         .stdin(Stdio::null())
         .spawn()
@@ -484,17 +489,39 @@ fn an_interrupted_run_resumes_and_an_idle_one_can_be_stopped() {
 
     // An idle, unfinished run is marked stopped by `stop`.
     let s = Sandbox::new();
-    let mut child = spawn_run(&s, json!({"loop": [{"name": "slow", "run": "sleep 30"}]}));
+    let slow = json!({"loop": [{"name": "slow", "run": "sleep 30"}]});
+    let mut child = spawn_run_with(&s, slow, &["--on-event", "events.ndjson"]);
     wait_for_phase(&s);
     signal(&child, nix::sys::signal::Signal::SIGKILL);
     child.wait().unwrap();
     s.cmd().args(["clean", "r1", "--yes"]).assert().code(1);
+    assert_eq!(s.sentinel(), "", "no sentinel before the run ends");
     s.cmd()
-        .args(["stop", "r1"])
+        .args(["stop", "r1", "--reason", "gone home"])
         .assert()
         .success()
         .stdout(predicates::str::contains("no runner"));
-    assert_eq!(s.state()["stop"]["reason"], json!("user_stop"));
+    let st = s.state();
+    assert_eq!(
+        (&st["stop"]["reason"], &st["stop"]["detail"]),
+        (&json!("user_stop"), &json!("gone home"))
+    );
+    // Ended as its runner ends a run `stop` cancels: the sentinel whoever waits needs.
+    let sentinel = s.sentinel();
+    assert!(sentinel.starts_with("KILLED\n"), "{sentinel}");
+    assert!(sentinel.contains("EXIT_CODE=130\nRUN=r1\n"), "{sentinel}");
+    let replayed = s.cmd().args(["replay", "r1"]).output().unwrap().stdout;
+    assert_eq!(
+        replayed,
+        std::fs::read(s.run_dir().join("run.json")).unwrap()
+    );
+    let stream = read_events(&s.dir.join("events.ndjson"));
+    let last = stream.last().unwrap();
+    assert_eq!(
+        (&last["event"], &last["exit_reason"]),
+        (&json!("avenor.loop.end"), &json!("cancelled")),
+        "{stream:?}"
+    );
 }
 
 #[test]
