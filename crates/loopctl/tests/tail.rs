@@ -552,3 +552,61 @@ fn a_line_over_max_line_bytes_is_reported_and_skipped_as_by_every_reader() {
     let want = format!("{}:1: byte 0: oversize: line of ", log.display());
     assert!(err.contains(&want) && err.contains("exceeds"), "{err}");
 }
+
+/// `--until-done` on a run whose runner is gone (its lock free: killed, crashed) says so and
+/// exits 1 instead of waiting forever; while a runner holds the lock it waits, and exits with
+/// the run's code once it ends. With --no-follow, a run that has not ended is 1, not DONE's 0.
+#[test]
+fn until_done_gives_up_on_a_run_whose_runner_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("r");
+    std::fs::create_dir_all(&folder).unwrap();
+    let log = folder.join("history.jsonl");
+    std::fs::write(&log, run_log("r", 1, None)).unwrap();
+    let lock = folder.join(".history.jsonl.lock");
+    std::fs::write(&lock, "4242").unwrap();
+
+    let out = tail_cmd(&["--until-done", "--no-follow"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let mut child = tail_cmd(&["--until-done"])
+        .arg(&log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_eq!(exit_within_10s(&mut child), Some(1));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("r will not end: its runner is gone"), "{err}");
+
+    // A runner holds the lock: tail waits, then takes the stop it writes before letting go.
+    let held = std::fs::File::open(&lock).unwrap();
+    held.lock().unwrap();
+    let mut child = tail_cmd(&["--until-done"])
+        .arg(&log)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "tail gave up on a live runner"
+    );
+    append(
+        &log,
+        ev(
+            6,
+            "r",
+            "stopped",
+            1,
+            "",
+            json!({"reason": "marker", "exit_reason": "marker"}),
+        )
+        .as_bytes(),
+    );
+    drop(held);
+    assert_eq!(exit_within_10s(&mut child), Some(0));
+}

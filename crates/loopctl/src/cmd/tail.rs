@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
+use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::decode::event::{Event, Kind};
 use loopctl_core::decode::lines::{LineText, Pos, decode};
 use loopctl_core::fold::live_runs::LiveRuns;
@@ -69,7 +70,9 @@ pub struct Args {
     /// The original lines, as written.
     #[arg(long)]
     raw: bool,
-    /// Exit when the followed run ends, with the exit code its sentinel gives.
+    /// Exit when the followed run ends, with the exit code its sentinel gives; 1 if its runner
+    /// is gone before it ended (interrupted: nothing will end it but resume or stop), or, with
+    /// --no-follow, if it has not ended.
     #[arg(long)]
     until_done: bool,
     /// How often to check files when no notification arrives, in milliseconds.
@@ -121,6 +124,8 @@ struct Log {
     name: String,
     /// Named in what is said about its lines.
     path: PathBuf,
+    /// The runs seen in it (`--until-done` asks whether one is left unfinished).
+    runs: BTreeSet<String>,
     /// The one run of the log to follow, when RUN named it (a run id or alias).
     only: Option<String>,
 }
@@ -184,6 +189,9 @@ impl Tail {
             return;
         }
         let new_iteration = self.runs.apply(&key, ev);
+        if !self.logs[log].runs.contains(&key) {
+            self.logs[log].runs.insert(key.clone());
+        }
         if quiet || !self.filter.keep(ev) {
             return;
         }
@@ -375,6 +383,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         let log = Log {
             name: name.clone(),
             path: path.clone(),
+            runs: BTreeSet::new(),
             only: only.clone(),
         };
         let max_line = ctx.read.max_line;
@@ -413,8 +422,25 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         {
             return Ok(code.clamp(0, 255) as u8);
         }
+        if a.until_done && a.no_follow {
+            output::note("the run has not ended (--until-done with --no-follow): exit 1");
+            return Ok(crate::exit::FINDINGS);
+        }
         if a.no_follow {
             return Ok(crate::exit::OK);
+        }
+        if a.until_done && !tail.abandoned().is_empty() {
+            // Whatever its runner wrote before it let go of the lock, then the verdict.
+            pump(&mut tail, &mut follower);
+            if let Some(code) = done_code(&tail, &files) {
+                return Ok(code.clamp(0, 255) as u8);
+            }
+            for run in tail.abandoned() {
+                output::warn(&format!(
+                    "{run} will not end: its runner is gone (interrupted); `loopctl resume {run}` continues it"
+                ));
+            }
+            return Ok(crate::exit::FINDINGS);
         }
         if follower.live_sources() == 0 && roots.is_empty() {
             output::note("nothing left to follow");
@@ -431,6 +457,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                     let log = Log {
                         name: r.name.clone(),
                         path: r.log.clone(),
+                        runs: BTreeSet::new(),
                         only: None,
                     };
                     let max_line = ctx.read.max_line;
@@ -447,6 +474,20 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             }
         }
         pump(&mut tail, &mut follower);
+    }
+}
+
+impl Tail {
+    /// The unfinished runs of logs whose runner is gone (a free lock: killed, crashed): they
+    /// cannot end until someone resumes or stops them.
+    fn abandoned(&self) -> Vec<String> {
+        let unfinished = |id: &&String| self.runs.state(id).is_some_and(|s| !s.is_terminal());
+        self.logs
+            .iter()
+            .filter(|l| l.runs.iter().any(|id| unfinished(&id)))
+            .filter(|l| loopctl_store::append::liveness(&l.path) == Liveness::Dead)
+            .flat_map(|l| l.runs.iter().filter(unfinished).cloned())
+            .collect()
     }
 }
 
