@@ -36,6 +36,20 @@ pub struct Marker {
 const OPEN: &str = "<|workflow:";
 const CLOSE: &str = "|>";
 
+/// Characters of a marker's label, or of a `<|result: ...|>`, kept: they go into the log's
+/// `phase_finished` (and a label into the sentinel), whose lines its readers cap.
+pub const MAX_LABEL: usize = 1000;
+/// Markers a phase's output keeps in order; past them only one more severe than every marker
+/// kept is (so the winner is still the one all of them give).
+pub const MAX_MARKERS: usize = 64;
+
+fn capped(text: &str) -> String {
+    match text.char_indices().nth(MAX_LABEL) {
+        Some((end, _)) => text[..end].to_string(),
+        None => text.to_string(),
+    }
+}
+
 /// Reads one line (without its newline) as a marker, ignoring fences.
 pub fn parse_marker(line: &str) -> Option<Marker> {
     let t = line.trim();
@@ -57,7 +71,7 @@ pub fn parse_marker(line: &str) -> Option<Marker> {
     };
     Some(Marker {
         directive,
-        label: label.filter(|l| !l.is_empty()).map(str::to_string),
+        label: label.filter(|l| !l.is_empty()).map(capped),
         line: None,
     })
 }
@@ -117,14 +131,17 @@ impl MarkerScanner {
         }
         if let Some(mut m) = parse_marker(line) {
             m.line = Some(self.lines);
-            self.seen.push(m);
+            let outranks = || winner(&self.seen).is_none_or(|w| m.directive > w.directive);
+            if self.seen.len() < MAX_MARKERS || outranks() {
+                self.seen.push(m);
+            }
         } else if let Some(v) = tag(line, "score") {
             // A score is a fraction: anything outside 0..=1 is not one.
             if let Some(x) = v.parse::<f64>().ok().filter(|x| (0.0..=1.0).contains(x)) {
                 self.score = Some(x);
             }
         } else if let Some(v) = tag(line, "result") {
-            self.result = Some(v.to_string());
+            self.result = Some(capped(v));
         } else {
             let t = line.trim();
             if t.starts_with('{')
@@ -162,6 +179,31 @@ pub fn scan(text: &str) -> MarkerScanner {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A phase printing markers without end keeps a bounded list whose winner is the one all
+    /// of them give, and labels cut to `MAX_LABEL` characters (the runner wrote a 36 MB
+    /// `phase_finished` its own readers skipped).
+    #[test]
+    fn markers_and_labels_are_bounded_and_the_winner_kept() {
+        let mut text = "<|workflow: continue | keep going|>\n".repeat(10_000);
+        text += "<|workflow: exit | first exit|>\n<|workflow: exit | later exit|>\n";
+        text += &"<|workflow: continue|>\n".repeat(100);
+        text += &format!("<|workflow: abort | {}|>\n", "é".repeat(5000));
+        text += &format!("<|result: {}|>\n", "r".repeat(5000));
+        let s = scan(&text);
+        assert!(s.seen.len() <= MAX_MARKERS + 2, "{}", s.seen.len());
+        let w = s.winner().unwrap();
+        assert_eq!(w.directive, Directive::Abort);
+        assert_eq!(w.label.as_ref().map(|l| l.chars().count()), Some(MAX_LABEL));
+        assert_eq!(w.line, Some(10_103));
+        assert_eq!(s.result.map(|r| r.len()), Some(MAX_LABEL));
+        // Past the cap, an exit still outranks the continues kept, and the first exit wins.
+        let s = scan(
+            &("<|workflow: continue|>\n".repeat(100)
+                + "<|workflow: exit | a|>\n<|workflow: exit | b|>\n"),
+        );
+        assert_eq!(s.winner().and_then(|m| m.label.as_deref()), Some("a"));
+    }
 
     proptest! {
         /// Any label without a newline round-trips through a marker line, in any letter case.
