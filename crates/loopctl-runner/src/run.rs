@@ -655,6 +655,11 @@ impl Runner {
             Ok(p) => p,
             Err(msg) => return self.phase_failed_to_start(&spec, pos, base, msg, None),
         };
+        // Named when it cannot be started ("No such file or directory" says which file not).
+        let program_name = match &program {
+            Program::Argv(argv) => argv.first().cloned().unwrap_or_default(),
+            Program::Shell(_) => "sh".into(),
+        };
         let attempt_run = Attempt {
             program,
             stdin,
@@ -674,7 +679,7 @@ impl Runner {
                     &spec,
                     pos,
                     base,
-                    format!("cannot start phase: {e}"),
+                    format!("cannot start phase: {program_name}: {e}"),
                     code,
                 );
             }

@@ -869,6 +869,16 @@ mod tests {
             let s = Sentinel::for_ending(&end(r, None, None), "s", "r");
             assert_eq!((s.status, s.code), (st, code), "{r:?}");
         }
+        // Control characters in a value (a NUL from a template error) become spaces.
+        let f = Sentinel {
+            reason: Some("template: bad \0 char\r\nhere\t.".into()),
+            ..Sentinel::config_error("x", "r")
+        };
+        assert!(
+            f.render().contains("REASON=template: bad   char  here .\n"),
+            "{:?}",
+            f.render()
+        );
         // A cancelled run's sentinel says loopctl's 130, whatever the phase's process died of.
         for phase_code in [None, Some(130), Some(143), Some(137), Some(1), Some(0)] {
             let s = Sentinel::for_ending(&end(ExitReason::Cancelled, None, phase_code), "s", "r");

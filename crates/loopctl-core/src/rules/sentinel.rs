@@ -77,9 +77,10 @@ impl Sentinel {
     }
 
     /// The file's text: status, `SESSION=`, `STOP_REASON=`, the optional lines, `RUN=`.
-    /// Newlines in values become spaces so every value stays on its line.
+    /// Newlines and other control characters (a NUL from a template error) in values become
+    /// spaces, so every value stays on its line and the file stays text.
     pub fn render(&self) -> String {
-        let clean = |s: &str| s.replace(['\r', '\n'], " ");
+        let clean = |s: &str| s.replace(char::is_control, " ");
         let mut out = format!(
             "{}\nSESSION={}\nSTOP_REASON={}\n",
             self.status,

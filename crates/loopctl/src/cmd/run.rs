@@ -128,8 +128,14 @@ fn abs(p: PathBuf) -> PathBuf {
 }
 
 pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<u8> {
-    let text = std::fs::read_to_string(&a.loop_file)
-        .with_context(|| format!("reading loop file {}", a.loop_file.display()))?;
+    one_stdout(&a.common)?;
+    let text = match std::fs::read_to_string(&a.loop_file) {
+        Ok(t) => t,
+        // A loop file that cannot be read is a bad loop file: exit 1 and a FAILED sentinel.
+        Err(e) => {
+            return bad_loop_file(&a, &[format!("{}: {e}", a.loop_file.display())]);
+        }
+    };
     let initial = match (&a.prompt, &a.prompt_file) {
         (Some(p), _) => Some(p.clone()),
         (_, Some(f)) => Some(
@@ -146,16 +152,7 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<u8> {
     };
     let prepared = match prepare(&a.loop_file, &text, initial.clone(), agent.as_deref()) {
         Ok(p) => p,
-        Err(errors) => {
-            for e in &errors {
-                output::error(e);
-            }
-            if let Some(s) = &a.common.sentinel_file {
-                write_config_failure(s, &errors.join("; "), a.run_id.as_deref().unwrap_or(""))
-                    .context("writing the FAILED sentinel")?;
-            }
-            return Ok(1);
-        }
+        Err(errors) => return bad_loop_file(&a, &errors),
     };
     for w in &prepared.warnings {
         output::warn(&format!("{}: {w}", a.loop_file.display()));
@@ -171,6 +168,29 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<u8> {
     apply_common(&mut opts, &a.common);
     let runner = Runner::start(&ctx.root, a.run_id, prepared.file, opts, initial)?;
     drive(ctx, runner, &a.common)
+}
+
+/// Says what is wrong with the loop file, writes the FAILED sentinel if one is asked for, and
+/// gives the exit code of a bad loop file (1).
+fn bad_loop_file(a: &RunArgs, errors: &[String]) -> anyhow::Result<u8> {
+    for e in errors {
+        output::error(e);
+    }
+    if let Some(s) = &a.common.sentinel_file {
+        write_config_failure(s, &errors.join("; "), a.run_id.as_deref().unwrap_or(""))
+            .context("writing the FAILED sentinel")?;
+    }
+    Ok(1)
+}
+
+/// `--json` prints run.json on stdout: the events cannot go there too.
+fn one_stdout(c: &Common) -> anyhow::Result<()> {
+    if c.json && c.on_event.as_deref() == Some("-") {
+        anyhow::bail!(
+            "--json and --on-event - both write to stdout: send the events to a file, or leave out --json"
+        );
+    }
+    Ok(())
 }
 
 fn apply_common(opts: &mut RunOptions, c: &Common) {
@@ -191,6 +211,7 @@ fn apply_common(opts: &mut RunOptions, c: &Common) {
 }
 
 pub fn resume(ctx: &Ctx, a: ResumeArgs) -> anyhow::Result<u8> {
+    one_stdout(&a.common)?;
     let run = ctx.target(&a.target)?;
     let runner = match Runner::resume(&ctx.root, &run, |o| apply_common(o, &a.common)) {
         Ok(r) => r,
