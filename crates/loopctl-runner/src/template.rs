@@ -22,31 +22,73 @@ pub struct Vars {
     pub last_failure: String,
 }
 
+/// The variables' names, as a template reads them (`{{.RunID}}`), in `Vars::value`'s order.
+const NAMES: [&str; 9] = [
+    "RunID",
+    "Phase",
+    "LastFailure",
+    "Iteration",
+    "MaxIterations",
+    "WorkDir",
+    "PrevPhaseCommit",
+    "DiffStat",
+    "ChangedFiles",
+];
+
 impl Vars {
     fn value(&self) -> Value {
         let s = |v: &str| Value::String(v.to_string());
-        let m: HashMap<String, Value> = [
-            ("RunID", s(&self.run_id)),
-            ("Phase", s(&self.phase)),
-            ("LastFailure", s(&self.last_failure)),
-            ("Iteration", Value::from(self.iteration)),
-            ("MaxIterations", Value::from(self.max_iterations)),
-            ("WorkDir", s(&self.work_dir)),
-            ("PrevPhaseCommit", s(&self.prev_phase_commit)),
-            ("DiffStat", s(&self.diff_stat)),
-            ("ChangedFiles", s(&self.changed_files)),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        let values = [
+            s(&self.run_id),
+            s(&self.phase),
+            s(&self.last_failure),
+            Value::from(self.iteration),
+            Value::from(self.max_iterations),
+            s(&self.work_dir),
+            s(&self.prev_phase_commit),
+            s(&self.diff_stat),
+            s(&self.changed_files),
+        ];
+        let m: HashMap<String, Value> = NAMES.iter().map(|n| n.to_string()).zip(values).collect();
         Value::Object(m)
     }
 }
 
-/// Checks a template's syntax without rendering it.
+/// Checks a template before anything runs: its syntax, and that every variable it reads is
+/// one a prompt has (an unknown one failed only when its phase rendered, after others ran).
 pub fn check(text: &str) -> Result<(), String> {
     let mut t = gtmpl::Template::default();
-    t.parse(text).map_err(|e| e.to_string())
+    t.parse(text).map_err(|e| e.to_string())?;
+    let actions = text
+        .split("{{")
+        .skip(1)
+        .filter_map(|a| a.split_once("}}").map(|(inside, _)| inside))
+        .filter(|a| !a.trim_start_matches('-').trim_start().starts_with("/*"));
+    for action in actions {
+        if let Some(f) = fields(action).find(|f| !NAMES.contains(f)) {
+            let known: Vec<String> = NAMES.iter().map(|n| format!(".{n}")).collect();
+            return Err(format!(
+                "unknown variable .{f} (a prompt has {})",
+                known.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The `.Name` fields an action reads: a dot not after a name, a number, `$` or `)`.
+fn fields(action: &str) -> impl Iterator<Item = &str> {
+    action.match_indices('.').filter_map(move |(i, _)| {
+        let before = action[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | ')')) {
+            return None;
+        }
+        let rest = &action[i + 1..];
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        rest.starts_with(char::is_alphabetic).then(|| &rest[..end])
+    })
 }
 
 pub fn render(text: &str, vars: &Vars) -> Result<String, String> {
@@ -110,6 +152,28 @@ pub fn git_delta(dir: &Path, before: Option<&str>, after: &str, vars: &mut Vars)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_refuses_variables_no_prompt_has() {
+        for ok in [
+            "{{.RunID}} {{.Phase}} {{if .ChangedFiles}}{{.DiffStat}}{{else}}none{{end}}",
+            "{{printf \"%d.x\" .Iteration}} of {{ .MaxIterations }}",
+            "{{/* .Nope is a comment */}}{{- /* .Nor */ -}} {{.LastFailure}}",
+            "no action, a .Dot and {{.WorkDir}}/x.txt",
+        ] {
+            assert_eq!(check(ok), Ok(()), "{ok}");
+        }
+        let e = check("hi {{.Undefined}}").unwrap_err();
+        assert!(
+            e.starts_with("unknown variable .Undefined (a prompt has .RunID, "),
+            "{e}"
+        );
+        assert!(check("{{if .Iteration}}{{.Itration}}{{end}}").is_err());
+        // Every name a template may read renders.
+        let all: String = NAMES.iter().map(|n| format!("{{{{.{n}}}}}")).collect();
+        assert_eq!(check(&all), Ok(()));
+        assert!(render(&all, &Vars::default()).is_ok());
+    }
 
     #[test]
     fn avenor_variables_and_if_else() {

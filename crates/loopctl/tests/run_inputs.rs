@@ -91,3 +91,20 @@ fn unwritable_outputs_are_refused_before_the_run_starts() {
         assert_eq!(left, 0, "{flag}: a run folder was left behind");
     }
 }
+
+/// A prompt reading a variable no prompt has is a bad loop file, found before anything runs
+/// (it failed only when its phase rendered, after the earlier phases had run).
+#[test]
+fn an_unknown_template_variable_is_refused_before_anything_runs() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(
+        json!({"agent": ["cat"], "loop": [{"name": "a", "run": "touch ran"}, {"name": "b", "prompt": "go {{.Undefined}}"}]}),
+        &[],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("loop[1] (\"b\"): prompt template: unknown variable .Undefined"),
+        "{err}"
+    );
+    assert!(!s.dir.join("ran").exists());
+}
