@@ -344,6 +344,7 @@ impl Runner {
         adjust: impl FnOnce(&mut RunOptions),
     ) -> Result<Runner> {
         let (mut r, repair) = Runner::reopen(root, run, adjust)?;
+        prepare::check_outputs(&r.opts).map_err(RunnerError::Invalid)?;
         let mut payload = json!({ "from_seq": r.state.last_seq.unwrap_or(0) });
         if let Some(rep) = repair {
             payload["tail_repair"] = json!(format!("{rep:?}"));
@@ -355,9 +356,16 @@ impl Runner {
     /// Ends an interrupted run (no runner holds it) as its runner ends one that `loopctl stop`
     /// cancels: `stopped` with `user_stop` (and `reason` as its detail), run.json, the KILLED
     /// sentinel and the event stream's `avenor.loop.end`, where its stored options name them.
-    /// `NotResumable` for a run no `loopctl run` made (no stored options).
+    /// `NotResumable` for a run no `loopctl run` made (no stored options), or whose outputs
+    /// can no longer be written.
     pub fn stop_interrupted(root: &Path, run: &RunRef, reason: Option<&str>) -> Result<Finished> {
-        let (r, _) = Runner::reopen(root, run, |_| {})?;
+        // Outputs gone since (a removed folder, an event stream that no longer opens): the
+        // `stopped` event alone, as for a run no runner made, rather than no stop at all.
+        let (r, _) = Runner::reopen(root, run, |_| {}).map_err(|e| match e {
+            RunnerError::Io { .. } => RunnerError::NotResumable(e.to_string()),
+            e => e,
+        })?;
+        prepare::check_outputs(&r.opts).map_err(RunnerError::NotResumable)?;
         if let Some(text) = reason {
             let req = r.dir.join(STOP_REQUEST);
             std::fs::write(&req, text).map_err(io_err(&req))?;
@@ -422,7 +430,6 @@ impl Runner {
         let (cfg, mut opts) =
             record::stored_config(&state.run_id, started).map_err(RunnerError::NotResumable)?;
         adjust(&mut opts);
-        prepare::check_outputs(&opts).map_err(RunnerError::Invalid)?;
         let shape = shape_of(&cfg, &opts);
         let next_seq = state.last_seq.unwrap_or(0) + 1;
         writer.set_next_seq(next_seq);
