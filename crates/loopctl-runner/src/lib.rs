@@ -8,4 +8,4 @@ pub mod phase;
 pub mod run;
 pub mod template;
 
-pub use run::{Prepared, RunOptions, Runner, RunnerError, now, prepare};
+pub use run::{Prepared, Refused, RunOptions, Runner, RunnerError, now, prepare};

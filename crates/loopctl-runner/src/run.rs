@@ -39,7 +39,7 @@ mod snapshots;
 mod tests;
 pub use decide::ESCALATION;
 use prepare::prompt_path;
-pub use prepare::{Prepared, prepare};
+pub use prepare::{Prepared, Refused, prepare};
 
 /// The stop reason of a phase the stall watchdog ended.
 const STALLED: &str = "stalled";

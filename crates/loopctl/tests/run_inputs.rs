@@ -108,3 +108,14 @@ fn an_unknown_template_variable_is_refused_before_anything_runs() {
     );
     assert!(!s.dir.join("ran").exists());
 }
+
+/// A refused loop file's warnings are shown with its errors: the unknown key is often the
+/// typo behind the error.
+#[test]
+fn a_refused_loop_file_shows_its_warnings_too() {
+    let s = Sandbox::new();
+    let (code, err) = s.run(json!({"loop": [{"name": "a", "promt": "hi"}]}), &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("unknown key \"promt\" ignored"), "{err}");
+    assert!(err.contains("error: "), "{err}");
+}

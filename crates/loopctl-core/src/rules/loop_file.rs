@@ -185,6 +185,23 @@ pub struct Parsed {
     pub warnings: Vec<String>,
 }
 
+/// A loop file refused: every problem, and the warnings too (an unknown key is often the typo
+/// behind an error: `promt` and "needs exactly one of prompt or prompt_file").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    pub errors: Vec<ConfigError>,
+    pub warnings: Vec<String>,
+}
+
+impl From<ConfigError> for Rejected {
+    fn from(e: ConfigError) -> Rejected {
+        Rejected {
+            errors: vec![e],
+            warnings: Vec::new(),
+        }
+    }
+}
+
 const TOP_KEYS: &[&str] = &[
     "pre",
     "loop",
@@ -232,23 +249,23 @@ pub fn agent_argv(v: &Value) -> Result<Vec<String>, String> {
 
 /// Parses and validates a loop file per Avenor's rules (its "Config validation").
 /// `initial` is the `--prompt` text, added as the `(initial)` pre phase after validation.
-pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Vec<ConfigError>> {
+pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Rejected> {
     let err = |at: &str, m: &str| ConfigError {
         at: at.into(),
         message: m.into(),
     };
     let root: Value = serde_json::from_str(text).map_err(|e| {
-        vec![err(
+        err(
             "",
             &format!(
                 "not valid JSON: {e} (line {}, column {})",
                 e.line(),
                 e.column()
             ),
-        )]
+        )
     })?;
     let Value::Object(top) = root else {
-        return Err(vec![err("", "a loop file must be a JSON object")]);
+        return Err(err("", "a loop file must be a JSON object").into());
     };
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
@@ -412,7 +429,7 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Vec<ConfigEr
         }
     }
     if !errors.is_empty() {
-        return Err(errors);
+        return Err(Rejected { errors, warnings });
     }
     let file = LoopFile {
         pre,
@@ -536,7 +553,7 @@ mod tests {
     fn errs(text: &str) -> Vec<String> {
         match parse(text, None) {
             Ok(_) => vec![],
-            Err(e) => e.iter().map(ToString::to_string).collect(),
+            Err(e) => e.errors.iter().map(ToString::to_string).collect(),
         }
     }
 

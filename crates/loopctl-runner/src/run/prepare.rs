@@ -14,6 +14,14 @@ pub struct Prepared {
     pub warnings: Vec<String>,
 }
 
+/// A loop file refused: its errors, and its warnings (an unknown key may be the typo behind
+/// an error).
+#[derive(Debug)]
+pub struct Refused {
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
 pub(super) fn prompt_path(loop_file: Option<&Path>, rel: &str) -> PathBuf {
     let p = Path::new(rel);
     match loop_file.and_then(Path::parent) {
@@ -29,10 +37,12 @@ pub fn prepare(
     text: &str,
     initial: Option<String>,
     cli_agent: Option<&[String]>,
-) -> std::result::Result<Prepared, Vec<String>> {
+) -> std::result::Result<Prepared, Refused> {
     let at = |e: &dyn std::fmt::Display| format!("{}: {e}", loop_file.display());
-    let parsed = loop_file::parse(text, initial)
-        .map_err(|es| es.iter().map(|e| at(e)).collect::<Vec<_>>())?;
+    let parsed = loop_file::parse(text, initial).map_err(|r| Refused {
+        errors: r.errors.iter().map(|e| at(e)).collect(),
+        warnings: r.warnings,
+    })?;
     let mut errors = Vec::new();
     for kind in [PhaseKind::Pre, PhaseKind::Loop, PhaseKind::Post] {
         for (i, p) in parsed.file.phases(kind).iter().enumerate() {
@@ -70,7 +80,10 @@ pub fn prepare(
             warnings: parsed.warnings,
         })
     } else {
-        Err(errors)
+        Err(Refused {
+            errors,
+            warnings: parsed.warnings,
+        })
     }
 }
 

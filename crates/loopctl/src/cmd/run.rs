@@ -152,7 +152,12 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<u8> {
     };
     let prepared = match prepare(&a.loop_file, &text, initial.clone(), agent.as_deref()) {
         Ok(p) => p,
-        Err(errors) => return bad_loop_file(&a, &errors),
+        Err(refused) => {
+            for w in &refused.warnings {
+                output::warn(&format!("{}: {w}", a.loop_file.display()));
+            }
+            return bad_loop_file(&a, &refused.errors);
+        }
     };
     for w in &prepared.warnings {
         output::warn(&format!("{}: {w}", a.loop_file.display()));
