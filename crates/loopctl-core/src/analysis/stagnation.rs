@@ -276,7 +276,9 @@ fn score_rule(trace: &Trace, cfg: &Config) -> Finding {
     } else {
         let last = trace.scored().last();
         let s = last.and_then(|e| e.score).unwrap_or(0.0);
-        let flat = last.is_some_and(|e| s - e.previous_score < cfg.min_delta - EPS);
+        // A passing run's last score need not move (1.0 after 1.0): that is no stall.
+        let flat = last
+            .is_some_and(|e| e.passed != Some(true) && s - e.previous_score < cfg.min_delta - EPS);
         if flat {
             // Not counted: with fail blockers (repeated_failure judges those), or the baseline
             // of a new quality phase. "Progressing" would say the opposite of the scores.

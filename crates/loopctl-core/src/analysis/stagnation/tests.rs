@@ -78,6 +78,14 @@ fn flat_scores_with_fail_blockers_are_not_called_progressing() {
         "{}",
         f.summary
     );
+    // A run that passed at the top score is not "not progressing".
+    let pass = |i| eval(i, 1.0, "").replace(r#""passed":false"#, r#""passed":true"#);
+    let f = run(
+        &trace(&[&pass(1), &pass(2)]),
+        &Config::default(),
+        Detector::Score,
+    );
+    assert!(!f.summary.contains("not progressing"), "{}", f.summary);
 }
 
 #[test]
