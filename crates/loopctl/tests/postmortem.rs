@@ -511,3 +511,33 @@ fn stagnation_over_a_root_assesses_every_run_under_it() {
     let text = text_of(&["stagnation"], healthy.path(), 0);
     assert!(text.contains("healthy"), "{text}");
 }
+
+/// An aif-loop run whose log has no `run_started` keeps its limit in run.json: postmortem
+/// reads it there, as `list` and `status` do (it said the limit was unknown).
+#[test]
+fn the_limit_an_aif_loop_log_leaves_out_comes_from_run_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("task");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("history.jsonl"),
+        r#"{"ts":"2026-01-01T00:00:00Z","run_id":"task-20260101-000000","iteration":1,"phase":"A","step":"PLAN","event":"plan_created","status":"ok","payload":{}}
+{"ts":"2026-01-01T00:01:00Z","run_id":"task-20260101-000000","iteration":1,"phase":"A","step":"EVALUATE","event":"evaluation_done","status":"ok","payload":{"score":0.5,"passed":false}}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("run.json"),
+        r#"{"run_id":"task-20260101-000000","status":"running","iteration":1,"max_iterations":7}"#,
+    )
+    .unwrap();
+    let pm = json_of(&["postmortem", "--json"], &dir, 0);
+    assert_eq!(pm["max_iterations"], 7, "{pm}");
+    let listed = loopctl()
+        .args(["list", "--json"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    let rows: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(rows[0]["max_iterations"], pm["max_iterations"]);
+}

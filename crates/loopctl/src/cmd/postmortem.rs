@@ -4,7 +4,7 @@ use clap::Args as ClapArgs;
 use loopctl_core::analysis::postmortem::{Format, Report, TIMELINE_EDGE};
 use loopctl_core::analysis::stagnation::assess;
 use loopctl_core::fold::trace::{Trace, Traces};
-use loopctl_store::snapshot::folder_run;
+use loopctl_store::snapshot::{folder_run, salvage_max_iterations};
 
 use super::Ctx;
 use super::stagnation::{ConfigArgs, load_with, now};
@@ -85,6 +85,16 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             ctx.note_one_of(&loaded.run, runs.len(), &s.run_id);
             s
         }
+    };
+    // As `list` and `status` do: a `max_iterations` the log leaves unset (aif-loop without
+    // run_started) is read from the run's state file.
+    let mut salvaged;
+    let state = if state.max_iterations.is_none() {
+        salvaged = state.clone();
+        salvage_max_iterations(&loaded.run, &mut [&mut salvaged]);
+        &salvaged
+    } else {
+        state
     };
     // Borrowed: a long run's trace is tens of megabytes.
     let no_events = Trace::default();
