@@ -541,3 +541,20 @@ fn the_limit_an_aif_loop_log_leaves_out_comes_from_run_json() {
     let rows: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(rows[0]["max_iterations"], pm["max_iterations"]);
 }
+
+/// "1 event", not "1 events".
+#[test]
+fn a_one_event_run_says_one_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("one.jsonl");
+    std::fs::write(
+        &log,
+        r#"{"v":1,"seq":1,"ts":"2026-01-01T00:00:00.000Z","run_id":"one","event":"stopped","payload":{"reason":"user_stop"}}
+"#,
+    )
+    .unwrap();
+    let text = text_of(&["postmortem"], &log, 0);
+    assert!(text.contains("(1 event)"), "{text}");
+    let md = text_of(&["postmortem", "--format", "md"], &log, 0);
+    assert!(md.contains("(1 event) |"), "{md}");
+}

@@ -81,9 +81,9 @@ impl Report {
         if let Some(w) = self.stop.wall_ms {
             let _ = writeln!(
                 o,
-                "  wall time   {} ({} events)",
+                "  wall time   {} ({})",
                 duration(w),
-                self.stop.events
+                events(self.stop.events)
             );
         }
         if let Some(e) = &self.stop.error {
@@ -271,9 +271,9 @@ impl Report {
         if let Some(w) = self.stop.wall_ms {
             let _ = writeln!(
                 o,
-                "| Wall time | {} ({} events) |",
+                "| Wall time | {} ({}) |",
                 duration(w),
-                self.stop.events
+                events(self.stop.events)
             );
         }
         if let Some(e) = &self.stop.error {
@@ -644,4 +644,13 @@ pub(crate) fn md(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('|', "\\|")
         .replace(['\n', '\r'], " ")
+}
+
+/// "1 event", "30 events".
+fn events(n: u64) -> String {
+    if n == 1 {
+        "1 event".into()
+    } else {
+        format!("{n} events")
+    }
 }
