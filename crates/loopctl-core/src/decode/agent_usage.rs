@@ -59,9 +59,11 @@ impl AgentUsage {
         self.cache_read_tokens = sum(self.cache_read_tokens, o.cache_read_tokens);
         self.cache_creation_tokens = sum(self.cache_creation_tokens, o.cache_creation_tokens);
         self.turns = sum(self.turns, o.turns);
+        // Summed to the nano-dollar: sums of binary fractions otherwise print as
+        // 4.999999999999998 where the records said 5.
         self.cost_usd = match (self.cost_usd, o.cost_usd) {
             (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+            (a, b) => Some(((a.unwrap_or(0.0) + b.unwrap_or(0.0)) * 1e9).round() / 1e9),
         };
         if o.model.is_some() {
             self.model.clone_from(&o.model);

@@ -226,3 +226,25 @@ proptest! {
         prop_assert_eq!(scan(&mixed), clean);
     }
 }
+
+/// Costs add up to the nano-dollar: ten records of 0.1 are 1, not 0.9999999999999999.
+#[test]
+fn costs_sum_without_float_noise() {
+    let mut total = AgentUsage::default();
+    let one = AgentUsage {
+        cost_usd: Some(0.1),
+        ..AgentUsage::default()
+    };
+    for _ in 0..10 {
+        total.add(&one);
+    }
+    assert_eq!(total.cost_usd, Some(1.0));
+    let mut t = AgentUsage::default();
+    for c in [0.1, 0.2] {
+        t.add(&AgentUsage {
+            cost_usd: Some(c),
+            ..AgentUsage::default()
+        });
+    }
+    assert_eq!(t.cost_usd, Some(0.3));
+}
