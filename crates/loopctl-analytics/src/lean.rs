@@ -264,8 +264,15 @@ impl LeanRun {
         let phase = self.phase.unwrap_or(0);
         let delta = gap(self.prev_ts, ev.ts);
         let name = self.intern(name);
+        // As `Trace::step`: the run's `failed` right after an error of the same step ends that
+        // attempt, it is no new one.
+        let failed_after_error = (ev.kind == Kind::Failed && self.open_step.is_none())
+            .then(|| self.steps.len().checked_sub(1))
+            .flatten()
+            .filter(|&i| self.steps[i].failed);
         let same = self
             .open_step
+            .or(failed_after_error)
             .and_then(|i| self.steps.get_mut(i))
             .filter(|st| st.name == name && st.iteration() == iteration && st.phase == phase);
         let idx = match same {
@@ -275,7 +282,7 @@ impl LeanRun {
                     (Some(a), Some(b)) => Some(a.saturating_add(b)),
                     (a, b) => a.or(b),
                 });
-                self.open_step.unwrap_or(0)
+                self.open_step.or(failed_after_error).unwrap_or(0)
             }
             None => {
                 let seen = self.step_count.entry(iteration).or_default();

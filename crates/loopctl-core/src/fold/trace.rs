@@ -575,8 +575,15 @@ impl Trace {
         let iteration = Some(ev.iteration.unwrap_or(self.iteration));
 
         let delta = gap(self.prev_ts, ev.ts);
+        // The run's `failed` right after an error of the same step ends that attempt: it is
+        // no new one (aif-loop: "EVALUATE failed after one retry" is the second attempt's end).
+        let failed_after_error = (ev.kind == Kind::Failed && self.open_step.is_none())
+            .then(|| self.steps.len().checked_sub(1))
+            .flatten()
+            .filter(|&i| self.steps[i].error.is_some());
         let same = self
             .open_step
+            .or(failed_after_error)
             .and_then(|i| self.steps.get_mut(i))
             .filter(|st| {
                 same_text(&st.name, name)
@@ -594,7 +601,7 @@ impl Trace {
                     (Some(a), Some(b)) => Some(a.saturating_add(b)),
                     (a, b) => a.or(b),
                 };
-                self.open_step.unwrap_or(0)
+                self.open_step.or(failed_after_error).unwrap_or(0)
             }
             None if self.mode == Mode::Lean => {
                 self.drop_repeated_ok_step();
@@ -647,7 +654,9 @@ impl Trace {
             let text = error
                 .or_else(|| ev.facts.reason.clone())
                 .unwrap_or_else(|| ev.name.to_string());
-            if let Some(st) = self.steps.get_mut(idx) {
+            if let Some(st) = self.steps.get_mut(idx)
+                && st.error.is_none()
+            {
                 st.error = Some(text);
             }
             // An error ends the step: the next event of the same step is a new attempt.

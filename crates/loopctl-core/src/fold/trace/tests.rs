@@ -56,6 +56,36 @@ fn aif_loop_steps_take_the_gap_to_the_previous_event() {
     assert!(t.is_running());
 }
 
+/// aif-loop's `failed` right after a step's error ends that attempt ("EVALUATE failed after
+/// one retry": two attempts, not three); a step that did not fail gets a new attempt.
+#[test]
+fn a_failed_run_after_a_step_error_ends_that_attempt() {
+    let t = one(include_str!(
+        "../../../../../fixtures/failed-run/history.jsonl"
+    ));
+    let evaluate: Vec<_> = t.steps.iter().filter(|s| &*s.name == "EVALUATE").collect();
+    assert_eq!(evaluate.len(), 2, "{evaluate:?}");
+    assert_eq!(
+        evaluate.iter().map(|s| s.attempt).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    let last = evaluate[1];
+    assert_eq!(
+        last.error.as_deref(),
+        Some("evaluator output missing score again")
+    );
+    assert_eq!(last.duration_ms, Some(31_000));
+    // Not after an error: the failed event is a step of its own.
+    let t = one(concat!(
+        r#"{"ts":"2026-03-12T13:00:00Z","run_id":"r","iteration":1,"phase":"A","step":"EVALUATE","event":"evaluation_done","payload":{"score":0.5}}"#,
+        "\n",
+        r#"{"ts":"2026-03-12T13:00:05Z","run_id":"r","iteration":1,"phase":"A","step":"EVALUATE","event":"failed","payload":{"reason":"x"}}"#,
+        "\n"
+    ));
+    assert_eq!(t.steps.len(), 1, "{:?}", t.steps);
+    assert_eq!(t.steps[0].error.as_deref(), Some("x"));
+}
+
 #[test]
 fn native_attempts_carry_git_state_verdicts_and_errors() {
     let t = one(concat!(
