@@ -557,12 +557,9 @@ fn runs_json(http: &Http) -> Vec<u8> {
         .chunk_by(|a, b| a.0 == b.0)
         .map(|g| (g[0].0, g))
         .collect();
-    let mut sources: Vec<SourceId> = paths.keys().copied().collect();
-    sources.sort_unstable();
-    for source in sources {
-        let Some(path) = paths.get(&source) else {
-            continue;
-        };
+    let mut logs: Vec<(&SourceId, &PathBuf)> = paths.iter().collect();
+    logs.sort_unstable_by_key(|(s, _)| **s);
+    for (&source, path) in logs {
         let run = if path.is_dir() {
             RunRef::file(&path.join(LOG_NAME))
         } else {
