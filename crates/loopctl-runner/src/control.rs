@@ -1,6 +1,7 @@
 //! Cancellation and the run's deadline: SIGINT/SIGTERM/SIGHUP and `--timeout` reach the running
 //! phase's process group, then the loop.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,9 @@ struct Ctl {
 pub struct Control {
     ctl: Mutex<Ctl>,
     cv: Condvar,
+    /// Where the running phase's group is noted for whoever reopens the run after this
+    /// runner dies (`orphan`).
+    group_note: Option<PathBuf>,
 }
 
 fn signal_group(pgid: i32, sig: Signal) {
@@ -36,6 +40,14 @@ fn signal_group(pgid: i32, sig: Signal) {
 }
 
 impl Control {
+    /// A control that notes each phase's process group in `file` while it runs.
+    pub fn noting_groups(file: PathBuf) -> Control {
+        Control {
+            group_note: Some(file),
+            ..Control::default()
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Ctl> {
         self.ctl.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -107,6 +119,9 @@ impl Control {
     /// Records the running phase's process group; signals it at once if the run was already
     /// interrupted (a signal that arrived while it was being spawned).
     pub fn set_group(&self, pgid: i32) {
+        if let Some(file) = &self.group_note {
+            crate::after_crash::note(file, pgid);
+        }
         let pending = {
             let mut g = self.lock();
             g.pgid = Some(pgid);
@@ -119,6 +134,9 @@ impl Control {
 
     pub fn clear_group(&self) {
         self.lock().pgid = None;
+        if let Some(file) = &self.group_note {
+            crate::after_crash::forget(file);
+        }
     }
 
     /// Sleeps up to `d`; false when interrupted first.

@@ -2,6 +2,7 @@
 //! run's `history.jsonl` before acting on it. `run.json`, the sentinel and the `--on-event`
 //! stream are projections of what was written; `resume` continues from the log alone.
 
+pub mod after_crash;
 pub mod control;
 pub mod manage;
 pub mod phase;

@@ -23,8 +23,9 @@ pub enum Stopped {
     Live { pid: String },
     /// The runner was signalled but still holds the run after the wait.
     StillRunning { pid: String },
-    /// No runner: a `stopped` event was appended.
-    Idle,
+    /// No runner: a `stopped` event was appended; `ended_group`, the phase's process group
+    /// the dead runner left running, ended first.
+    Idle { ended_group: Option<i32> },
     /// Nothing to do: the run had already ended.
     AlreadyOver(Box<RunState>),
 }
@@ -70,7 +71,7 @@ pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> 
     // A run `loopctl run` made ends as its runner would have ended it: with its sentinel and
     // its event stream's loop end, which whoever waits on them needs.
     match Runner::stop_interrupted(root, run, reason.filter(|r| !r.is_empty())) {
-        Ok(_) => return Ok(Stopped::Idle),
+        Ok((_, ended_group)) => return Ok(Stopped::Idle { ended_group }),
         // Not one: the `stopped` event alone.
         Err(RunnerError::NotResumable(_)) => {}
         Err(e) => return Err(e),
@@ -102,7 +103,7 @@ pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> 
     {
         let _ = std::fs::remove_file(root.join(CURRENT));
     }
-    Ok(Stopped::Idle)
+    Ok(Stopped::Idle { ended_group: None })
 }
 
 /// Why a run may not be deleted, if it may not.

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::after_crash;
 use crate::control::{Control, Interrupt};
 use crate::phase::{self, Attempt, Program};
 use crate::template::{self, Vars};
@@ -148,6 +149,8 @@ pub struct Runner {
     last_failure: Option<String>,
     started: Instant,
     snapshots: SnapshotWriter,
+    /// The phase's process group a dead runner left running, ended on reopening the run.
+    pub ended_group: Option<i32>,
 }
 
 /// The wall clock (the store's: one clock for every library).
@@ -306,6 +309,7 @@ impl Runner {
         writer: LogWriter,
     ) -> Result<Runner> {
         let dir_json = dir.join(RUN_JSON);
+        let group_note = after_crash::group_note(&dir.join(LOG_NAME));
         let track_tree = cfg.stagnation.is_some() && template::head(&opts.workdir).is_some();
         let git = track_tree
             || (cfg_uses_git(&cfg, opts.loop_file.as_deref())
@@ -323,7 +327,7 @@ impl Runner {
             cursor: Cursor::default(),
             trace: Trace::new(),
             line: 0,
-            control: Arc::new(Control::default()),
+            control: Arc::new(Control::noting_groups(group_note)),
             observer: Box::new(|_| {}),
             phase_env: Box::new(|_| Vec::new()),
             warn: Box::new(|_| {}),
@@ -333,6 +337,7 @@ impl Runner {
             last_failure: None,
             started: Instant::now(),
             snapshots: SnapshotWriter::new(dir_json),
+            ended_group: None,
         })
     }
 
@@ -349,6 +354,9 @@ impl Runner {
         if let Some(rep) = repair {
             payload["tail_repair"] = json!(format!("{rep:?}"));
         }
+        if let Some(pgid) = r.ended_group {
+            payload["ended_phase_group"] = json!(pgid);
+        }
         r.emit(Kind::RunResumed, None, payload)?;
         Ok(r)
     }
@@ -358,7 +366,11 @@ impl Runner {
     /// sentinel and the event stream's `avenor.loop.end`, where its stored options name them.
     /// `NotResumable` for a run no `loopctl run` made (no stored options), or whose outputs
     /// can no longer be written.
-    pub fn stop_interrupted(root: &Path, run: &RunRef, reason: Option<&str>) -> Result<Finished> {
+    pub fn stop_interrupted(
+        root: &Path,
+        run: &RunRef,
+        reason: Option<&str>,
+    ) -> Result<(Finished, Option<i32>)> {
         // Outputs gone since (a removed folder, an event stream that no longer opens): the
         // `stopped` event alone, as for a run no runner made, rather than no stop at all.
         let (r, _) = Runner::reopen(root, run, |_| {}).map_err(|e| match e {
@@ -371,7 +383,8 @@ impl Runner {
             std::fs::write(&req, text).map_err(io_err(&req))?;
         }
         let e = record::interrupted_ending(Interrupt::Cancelled(0), &r.cursor, &r.shape);
-        r.finish(e)
+        let ended = r.ended_group;
+        r.finish(e).map(|f| (f, ended))
     }
 
     /// A run's runner again, from its log alone, nothing written yet; with the repair of its
@@ -388,7 +401,8 @@ impl Runner {
             ))
         })?;
         // Lock and repair the tail first, so the replay sees the log the runner will extend.
-        let (mut writer, repair) = open_after_crash(&run.log)?;
+        let (mut writer, repair) = after_crash::open_log(&run.log)?;
+        let ended_group = after_crash::end_left_behind(&run.log);
         let opts_read = ReadOptions {
             default_run: run.name.clone(),
             threads: 1,
@@ -438,6 +452,7 @@ impl Runner {
         r.state = state;
         r.cursor = cursor;
         r.trace = trace;
+        r.ended_group = ended_group;
         Ok((r, repair))
     }
 
@@ -841,32 +856,6 @@ fn place_prompt(argv: &[String], prompt: String) -> (Vec<String>, Option<String>
         })
         .collect();
     (out, (!placed).then_some(prompt))
-}
-
-/// Opens a log for appending. When the lock's recorded holder is dead, the lock may still
-/// be held for a moment by a child it forked that has not reached `exec` yet (which closes
-/// the inherited descriptor): wait for that instead of refusing a resume right after a crash.
-fn open_after_crash(
-    log: &Path,
-) -> std::result::Result<(LogWriter, Option<loopctl_store::append::TailRepair>), StoreError> {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        match LogWriter::open(log, 1, Fsync::Always) {
-            Err(StoreError::Locked { pid, .. })
-                if Instant::now() < deadline && !pid_alive(&pid) =>
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            other => return other,
-        }
-    }
-}
-
-fn pid_alive(pid: &str) -> bool {
-    match pid.trim().parse::<i32>() {
-        Ok(p) if p > 0 => nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None).is_ok(),
-        _ => true,
-    }
 }
 
 fn cfg_uses_git(cfg: &LoopFile, loop_file: Option<&Path>) -> bool {

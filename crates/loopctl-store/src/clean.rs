@@ -148,7 +148,12 @@ fn is_run_file(name: &str, states: &[String]) -> bool {
     };
     matches!(
         name,
-        LOG_NAME | STOP_REQUEST | ESCALATION | ARTIFACT | ".history.jsonl.lock"
+        LOG_NAME
+            | STOP_REQUEST
+            | ESCALATION
+            | ARTIFACT
+            | ".history.jsonl.lock"
+            | ".history.jsonl.phase-group"
     ) || name.strip_prefix("history.jsonl.torn-").is_some_and(digits)
         || std::iter::once(RUN_JSON)
             .chain(states.iter().map(String::as_str))
@@ -231,6 +236,7 @@ mod tests {
             "run.json",
             "run.json.damaged.3",
             "history.jsonl.torn-812",
+            ".history.jsonl.phase-group",
             ".run.json.aZ09xy",
             "artifact.md",
             "r-1.run.json",

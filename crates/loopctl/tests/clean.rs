@@ -66,6 +66,7 @@ fn a_run_folder_keeps_what_the_run_did_not_write() {
             ("run.json", "{}"),
             ("run.json.damaged", "{"),
             (".history.jsonl.lock", "123"),
+            (".history.jsonl.phase-group", "123 456"),
             ("history.jsonl.torn-812", "{\"ev"),
             ("artifact.md", "# artifact"),
             ("escalation.md", "# help"),

@@ -226,6 +226,11 @@ pub fn resume(ctx: &Ctx, a: ResumeArgs) -> anyhow::Result<u8> {
         }
         Err(e) => return Err(e.into()),
     };
+    if let Some(g) = runner.ended_group {
+        output::warn(&format!(
+            "ended the phase the interrupted runner left running (process group {g})"
+        ));
+    }
     drive(ctx, runner, &a.common)
 }
 

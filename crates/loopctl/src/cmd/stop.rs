@@ -60,8 +60,14 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             ),
             1,
         ),
-        Stopped::Idle => (
-            format!("marked {} stopped (user_stop); no runner was running", name),
+        Stopped::Idle { ended_group } => (
+            format!(
+                "marked {} stopped (user_stop); no runner was running{}",
+                name,
+                ended_group.map_or_else(String::new, |g| format!(
+                    "; ended the phase it left running (process group {g})"
+                ))
+            ),
             0,
         ),
         Stopped::AlreadyOver(s) => (
@@ -75,15 +81,15 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         ),
     };
     if a.json {
-        let kind = match r {
-            Stopped::Live { .. } => "live",
-            Stopped::StillRunning { .. } => "still_running",
-            Stopped::Idle => "idle",
-            Stopped::AlreadyOver(_) => "already_over",
+        let (kind, ended) = match r {
+            Stopped::Live { .. } => ("live", None),
+            Stopped::StillRunning { .. } => ("still_running", None),
+            Stopped::Idle { ended_group } => ("idle", ended_group),
+            Stopped::AlreadyOver(_) => ("already_over", None),
         };
         output::json_pretty(&json!({
             "run_id": run_id, "log_path": run.log, "dir": run.dir,
-            "result": kind, "message": what,
+            "result": kind, "message": what, "ended_phase_group": ended,
         }));
     } else {
         output::print(&format!("{what}\n"));
