@@ -398,6 +398,8 @@ pub struct RunMetrics {
     phases: PhaseCounts,
     /// `None` once the run has ended; a fresh one if it starts again.
     live: Option<Box<Live>>,
+    /// Seq findings about the run's events (`/api/runs`; damaged lines name no run).
+    pub findings: u64,
 }
 
 /// What folding a running run needs: the core's trace, and how much of it has been observed.
@@ -668,6 +670,7 @@ impl MetricState {
                     tally: [0; 5],
                     phases: PhaseCounts::default(),
                     live: Some(Live::new()),
+                    findings: 0,
                 };
                 self.add(&mut r, Key::new(Metric::RunsStarted), Delta::Count(1));
                 self.add(&mut r, runs_key(Status::Running), Delta::Count(1));
@@ -677,6 +680,7 @@ impl MetricState {
         let step = seq_step(run.state.events, run.state.last_seq, ev.seq);
         if let Some((kind, _)) = &step.finding {
             self.finding(source, *kind, 1);
+            run.findings += 1;
         }
         if !step.duplicate {
             if ev.kind == Kind::RunStarted && run.state.loop_started {

@@ -23,7 +23,7 @@ use loopctl_follow::{Follower, Item, Start};
 use loopctl_store::clock::now;
 use loopctl_store::discover::{self, LOG_NAME, RunRef};
 use loopctl_store::read::ReadOptions;
-use loopctl_store::snapshot::salvage_max_iterations;
+use loopctl_store::snapshot::{pick_folder_run, salvage_max_iterations};
 
 use crate::encode::{self, OPENMETRICS_CONTENT_TYPE, Shared, TEXT_CONTENT_TYPE};
 use crate::feed::{Damage, Feed};
@@ -590,9 +590,21 @@ fn runs_json(http: &Http) -> Vec<u8> {
             .as_deref()
             .and_then(Path::parent)
             .unwrap_or(Path::new("."));
-        let findings = source_findings(&m, source) as usize;
+        // As `list` counts them: each run its own seq findings, and the folder's run the
+        // findings that name no run (damaged lines, a torn tail).
+        // (`states` are `log_runs`' states, in the same order.)
+        let own = |i: usize| log_runs.get(i).map_or(0, |(_, r)| r.findings);
+        let attributed: u64 = log_runs.iter().map(|(_, r)| r.findings).sum();
+        let unattributed = source_findings(&m, source).saturating_sub(attributed);
+        let folder_run = pick_folder_run(states.iter().copied(), &run.name).map(|s| &s.run_id);
         let run_paths = (run.log.as_path(), run.dir.as_deref());
-        for s in states {
+        for (i, s) in states.into_iter().enumerate() {
+            let findings = own(i)
+                + if folder_run == Some(&s.run_id) {
+                    unattributed
+                } else {
+                    0
+                };
             let (standing, resume) = discover::standing(root, &run, s, now, &Default::default());
             if out.len() > 1 {
                 out.push(b',');
@@ -600,7 +612,7 @@ fn runs_json(http: &Http) -> Vec<u8> {
             RunRow::of(
                 &run.name,
                 s,
-                findings,
+                findings as usize,
                 run_paths,
                 None,
                 (standing, resume.as_deref()),

@@ -776,8 +776,9 @@ fn the_compose_stacks_serve_command_starts_and_answers() {
     );
 }
 
-/// `/api/runs` gives the rows `list --json` gives, a log with no event (an empty row) and a
-/// log of damaged lines (an empty row with its findings) included.
+/// `/api/runs` gives the rows `list --json` gives, a log with no event (an empty row), a log of
+/// damaged lines (an empty row with its findings) and logs of several runs (each run its own
+/// seq findings, the folder's run the damaged lines) included.
 #[test]
 fn api_runs_lists_logs_with_no_event_as_list_does() {
     let tmp = tempfile::tempdir().unwrap();
@@ -785,6 +786,17 @@ fn api_runs_lists_logs_with_no_event_as_list_does() {
     for (name, text) in [("blank", ""), ("garbled", "not json\n{\"event\":\n")] {
         std::fs::create_dir_all(root.join(name)).unwrap();
         std::fs::write(root.join(name).join("history.jsonl"), text).unwrap();
+    }
+    for fixture in ["seq-problems", "merged-runs", "bad-middle", "torn-tail"] {
+        let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures")
+            .join(fixture);
+        std::fs::create_dir_all(root.join(fixture)).unwrap();
+        std::fs::copy(
+            from.join("history.jsonl"),
+            root.join(fixture).join("history.jsonl"),
+        )
+        .unwrap();
     }
     let s = Server::start(&[&root], &[]);
     let (code, body) = s.get("/api/runs");
@@ -812,5 +824,13 @@ fn api_runs_lists_logs_with_no_event_as_list_does() {
             garbled["finding_count"].as_u64()
         ),
         (Some("empty"), Some(2))
+    );
+    let findings = |id: &str| {
+        let r = served.iter().find(|r| r["run_id"] == id).unwrap();
+        r["finding_count"].as_u64()
+    };
+    assert_eq!(
+        (findings("late-joiner"), findings("seq-problems")),
+        (Some(1), Some(3))
     );
 }
