@@ -105,9 +105,14 @@ pub(super) fn usage_extras(payload: &str) -> (u64, u64, Option<f64>) {
     let usage = v.get("usage").unwrap_or(&v);
     let read = u(usage, read_in).max(u(usage, read));
     let creation = u(usage, creation_in).max(u(usage, creation));
-    let cost = [cost, total_cost]
-        .iter()
-        .find_map(|k| v.get(*k).and_then(Value::as_f64))
+    // At the top (Claude's result events), else in `usage` (the runner's phase_finished).
+    let cost_in = |v: &Value| {
+        [cost, total_cost]
+            .iter()
+            .find_map(|k| v.get(*k).and_then(Value::as_f64))
+    };
+    let cost = cost_in(&v)
+        .or_else(|| cost_in(usage))
         .filter(|c| c.is_finite() && *c >= 0.0);
     (read, creation, cost)
 }

@@ -196,3 +196,27 @@ fn stamped_run_ids_hash_apart_and_ids_alike_but_for_their_middle_stay_apart() {
     }
     assert_eq!(m.runs().count(), 2);
 }
+
+#[test]
+fn cost_is_read_at_the_top_of_a_payload_else_in_its_usage_object() {
+    // The runner puts an agent's cost in `usage` (docs/runner.md); Claude's result events at
+    // the top. Both at once: the top's, not the sum.
+    let run = r#""run_id":"costly-20260101-000000""#;
+    let lines = [
+        format!(r#"{{"v":1,"seq":1,{run},"event":"run_started"}}"#),
+        format!(
+            r#"{{"v":1,"seq":2,{run},"event":"phase_finished","step":"work","payload":{{"usage":{{"input_tokens":10,"cost_usd":0.0579}}}}}}"#
+        ),
+        format!(
+            r#"{{"v":1,"seq":3,{run},"event":"note","payload":{{"cost_usd":0.25,"usage":{{"cost_usd":9}}}}}}"#
+        ),
+    ];
+    let mut m = MetricState::new(Options::default());
+    let source = m.add_source("costly");
+    fold(&mut m, source, &lines);
+    let text = crate::textfile::render(m).unwrap();
+    assert!(
+        text.contains("loopctl_cost_usd_total{loop=\"costly\"} 0.3079\n"),
+        "{text}"
+    );
+}
