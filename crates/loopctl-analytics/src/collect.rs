@@ -374,7 +374,8 @@ fn phase_rows(r: &RunRow, t: &Trace, scores: bool, out: &mut columns::Phases) {
         FxHashMap::default()
     };
     for (i, a) in phases.iter().enumerate() {
-        push_attempt(r, a, scores.get(&i), out);
+        let open = r.status == "running" && i + 1 == phases.len();
+        push_attempt(r, a, scores.get(&i), open, out);
     }
 }
 
@@ -383,6 +384,7 @@ fn push_attempt(
     r: &RunRow,
     a: &Attempt,
     score: Option<&(f64, Option<bool>)>,
+    open: bool,
     out: &mut columns::Phases,
 ) {
     let started = a.started.map(|ts| ts.millis());
@@ -399,7 +401,7 @@ fn push_attempt(
         started,
         ended: a.ended.map(|ts| ts.millis()),
         duration_ms: a.duration_ms,
-        outcome: a.outcome(),
+        outcome: a.outcome_as(open),
         stop_reason: x.stop_reason.as_deref(),
         exit_code: x.exit_code,
         marker: x.marker.as_deref(),
@@ -416,8 +418,9 @@ fn push_attempt(
 /// scores.
 fn lean_phase_rows(r: &RunRow, l: &LeanRun, out: &mut columns::Phases) {
     if !l.attempts.is_empty() {
-        for a in &l.attempts {
-            push_attempt(r, a, None, out);
+        for (i, a) in l.attempts.iter().enumerate() {
+            let open = r.status == "running" && i + 1 == l.attempts.len();
+            push_attempt(r, a, None, open, out);
         }
         return;
     }

@@ -558,3 +558,46 @@ fn a_one_event_run_says_one_event() {
     let md = text_of(&["postmortem", "--format", "md"], &log, 0);
     assert!(md.contains("(1 event) |"), "{md}");
 }
+
+/// An attempt its killed runner never finished is `abandoned` once a resumed runner started the
+/// phase again or the run ended; only a running run's last attempt is `running`.
+#[test]
+fn an_attempt_a_killed_runner_left_is_abandoned_not_running() {
+    let t = tempfile::tempdir().unwrap();
+    let ev = |seq: u64, event: &str, attempt: u64, extra: &str| {
+        format!(
+            r#"{{"v":1,"seq":{seq},"ts":"2026-03-01T09:00:{seq:02}.000Z","run_id":"k-20260301-090000","event":"{event}","iteration":1,"phase":"A","step":"work","payload":{{"attempt":{attempt}{extra}}}}}"#
+        )
+    };
+    let killed = [
+        ev(1, "run_started", 0, ""),
+        ev(2, "phase_started", 1, ""),
+        ev(3, "run_resumed", 0, ""),
+        ev(4, "phase_started", 2, ""),
+    ];
+    let outcomes = |lines: &[String]| -> Vec<String> {
+        let log = t.path().join("history.jsonl");
+        std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+        let report = json_of(&["postmortem", "--json"], &log, 0);
+        let phases = report["timeline"][0]["phases"].as_array().unwrap();
+        let outcomes: Vec<String> = phases
+            .iter()
+            .map(|p| p["outcome"].as_str().unwrap().to_string())
+            .collect();
+        // The analytics' phases table says the same.
+        let sql = "select outcome from phases order by attempt";
+        let table = json_of(&["query", sql, "--json"], &log, 0);
+        let column: Vec<&str> = table
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["outcome"].as_str().unwrap())
+            .collect();
+        assert_eq!(column, outcomes);
+        outcomes
+    };
+    assert_eq!(outcomes(&killed), ["abandoned", "running"]);
+    let mut ended = killed.to_vec();
+    ended.push(ev(5, "stopped", 0, r#","reason":"user_stop""#));
+    assert_eq!(outcomes(&ended), ["abandoned", "abandoned"]);
+}

@@ -251,7 +251,7 @@ fn point(e: &Evaluation) -> Evaluation {
     p
 }
 
-fn phase_row(a: &Attempt) -> PhaseRow {
+fn phase_row(a: &Attempt, open: bool) -> PhaseRow {
     let mut notes = Vec::new();
     if let Some(e) = a.error_text() {
         notes.push(e);
@@ -272,7 +272,7 @@ fn phase_row(a: &Attempt) -> PhaseRow {
         attempt: a.attempt,
         started: a.started,
         duration_ms: a.duration_ms,
-        outcome: a.outcome().to_string(),
+        outcome: a.outcome_as(open).to_string(),
         detail: (!notes.is_empty()).then(|| notes.join("; ")),
         usage: x.usage.clone(),
     }
@@ -369,17 +369,19 @@ impl Report {
                 .map(|a| row_name_len(&a.name, a.phase.as_deref(), a.derived))
                 .max(),
         };
+        let last = trace.phases().last();
         let mut add_row = |a: &Attempt| {
             if !shown(a.iteration) {
                 return;
             }
+            let open = running && last.is_some_and(|l| l.same_attempt(a));
             let r = rows
                 .entry(a.iteration)
                 .or_insert_with(|| new_row(a.iteration));
             if let Some(d) = a.duration_ms {
                 r.duration_ms = Some(r.duration_ms.unwrap_or(0).saturating_add(d));
             }
-            r.phases.push(phase_row(a));
+            r.phases.push(phase_row(a, open));
         };
         match ends {
             Some(e) => e.kept().flat_map(|(_, steps)| steps).for_each(&mut add_row),

@@ -194,6 +194,30 @@ impl Attempt {
         }
     }
 
+    /// `outcome`, but an attempt that never finished is `abandoned` unless it is `open`, the
+    /// last attempt of a run still running: a killed runner's attempt that a resumed runner
+    /// started again, or one left unfinished by a run that has ended since.
+    pub fn outcome_as(&self, open: bool) -> &'static str {
+        if self.finished || open {
+            self.outcome()
+        } else {
+            "abandoned"
+        }
+    }
+
+    /// Whether `other` is this attempt (the same phase, iteration, number and first event): a
+    /// report may hold a copy of a trace's attempt.
+    pub fn same_attempt(&self, other: &Attempt) -> bool {
+        (self.start_seq, self.iteration, self.attempt, self.started)
+            == (
+                other.start_seq,
+                other.iteration,
+                other.attempt,
+                other.started,
+            )
+            && self.name == other.name
+    }
+
     /// The error text of a failed attempt: its `error`, else what its stop says.
     pub fn error_text(&self) -> Option<String> {
         if !self.failed() {
