@@ -452,7 +452,12 @@ impl Trace {
                 if let Some(sc) = rec.score {
                     self.last_score = sc;
                 }
-                if let Some(e) = &rec.error {
+                // A stop that restates the error it stops on (the runner's, after a failed
+                // phase) is no second error. (aif-loop's `failed` makes a step of its own.)
+                if let Some(e) = &rec.error
+                    && (ev.kind == Kind::Failed
+                        || self.errors.last().is_none_or(|last| last.text != *e))
+                {
                     self.error(ev, ev.name.as_ref(), e.clone());
                 }
                 self.stop = Some(rec);

@@ -328,3 +328,23 @@ fn a_long_iteration_and_a_return_to_an_earlier_one_keep_counting() {
     expected.extend([1, 51, 51]);
     assert_eq!(numbers, expected);
 }
+
+#[test]
+fn a_stop_restating_the_error_it_stops_on_is_not_a_second_error() {
+    let failed = r#""error":"phase \"work\" exited with code 7: boom""#;
+    let log = |stop_error: &str| {
+        [
+            r#"{"v":1,"seq":1,"run_id":"r","event":"run_started"}"#.to_string(),
+            r#"{"v":1,"seq":2,"run_id":"r","event":"phase_started","iteration":1,"step":"work","payload":{"attempt":1}}"#.into(),
+            format!(r#"{{"v":1,"seq":3,"run_id":"r","event":"phase_finished","iteration":1,"step":"work","payload":{{"attempt":1,"exit_code":7,{failed}}}}}"#),
+            format!(r#"{{"v":1,"seq":4,"run_id":"r","event":"stopped","payload":{{"exit_reason":"phase_failure",{stop_error}}}}}"#),
+        ]
+        .join("\n")
+    };
+    let sources =
+        |t: &Trace| -> Vec<String> { t.errors.iter().map(|e| e.source.clone()).collect() };
+    assert_eq!(sources(&one(&log(failed))), ["phase_finished"]);
+    // A stop with an error of its own is one.
+    let other = one(&log(r#""error":"the agent's quota ran out""#));
+    assert_eq!(sources(&other), ["phase_finished", "stopped"]);
+}
