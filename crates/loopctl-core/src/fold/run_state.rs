@@ -375,6 +375,13 @@ pub(crate) fn reduce(s: &mut RunState, ev: &Event<'_>, evaluation: bool) {
                 s.iterations_completed = s.iterations_completed.max(n.saturating_sub(1));
             }
         }
+        // A phase of iteration n began: the iterations before it are over (the runner's and
+        // Avenor's loops move on only when one ends), as `iteration_advanced` says for aif-loop.
+        Kind::PhaseStarted => {
+            if let Some(n) = ev.iteration {
+                s.iterations_completed = s.iterations_completed.max(n.saturating_sub(1));
+            }
+        }
         Kind::PhaseSwitched => {
             if let Some(to) = str_of(&ev.payload_value(), "to_phase") {
                 s.phase = to;
@@ -465,6 +472,25 @@ pub fn fingerprint(line: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_phase_of_iteration_n_completes_the_iterations_before_it() {
+        let mut s = RunState::new("r");
+        let mut completed = Vec::new();
+        for line in [
+            r#"{"v":1,"seq":1,"run_id":"r","event":"run_started"}"#,
+            r#"{"v":1,"seq":2,"run_id":"r","event":"phase_started","iteration":0,"step":"build"}"#,
+            r#"{"v":1,"seq":3,"run_id":"r","event":"phase_started","iteration":1,"step":"test"}"#,
+            r#"{"v":1,"seq":4,"run_id":"r","event":"phase_started","iteration":3,"step":"test"}"#,
+            r#"{"v":1,"seq":5,"run_id":"r","event":"phase_started","iteration":2,"step":"late"}"#,
+            r#"{"v":1,"seq":6,"run_id":"r","event":"stopped","payload":{"exit_reason":"marker","iterations_completed":3}}"#,
+        ] {
+            apply_mut(&mut s, &crate::parse_line(line).unwrap());
+            completed.push(s.iterations_completed);
+        }
+        // Never back (a phase out of order), and the stop's count is the last word.
+        assert_eq!(completed, [0, 0, 0, 2, 2, 3]);
+    }
 
     #[test]
     fn aliases_strip_the_aif_stamp() {
