@@ -44,7 +44,7 @@ for line in sys.stdin:
     if not args:
         continue
     mode, args = args.split(" ", 1)
-    out = subprocess.run(["target/debug/loopctl"] + shlex.split(args), capture_output=True, text=True).stdout
+    out = subprocess.run([__import__("os").environ.get("LOOPCTL", "target/debug/loopctl")] + shlex.split(args), capture_output=True, text=True).stdout
     print(f"<!-- example ({mode}): loopctl {args} -->")
     print("```json")
     if mode == "doc":

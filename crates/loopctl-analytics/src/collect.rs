@@ -351,11 +351,25 @@ fn scores_by_attempt(t: &Trace, phases: &[Attempt]) -> FxHashMap<usize, (f64, Op
             None => by_iteration.get(&Some(e.iteration)),
         };
         let Some(cands) = cands else { continue };
-        let before = |i: &&usize| match (phases[**i].start_seq, e.at.seq) {
-            (Some(a), Some(b)) => a <= b,
-            _ => true,
+        // The last candidate begun by the evaluation (by seq, else by time), of its quality
+        // phase where the attempt has one: aif-loop's EVALUATE (B) begins at the very event
+        // that scored EVALUATE (A), and logs without seqs tell them apart only so.
+        let before = |i: &&usize| {
+            let a = &phases[**i];
+            match (a.start_seq, e.at.seq, a.started, e.at.ts) {
+                (Some(a), Some(b), ..) => a <= b,
+                (.., Some(a), Some(b)) => a <= b,
+                _ => true,
+            }
         };
-        if let Some(&i) = cands.iter().rev().find(before)
+        let same_phase = |i: &&usize| {
+            phases[**i]
+                .phase
+                .as_deref()
+                .is_none_or(|p| *p == *e.quality_phase)
+        };
+        let found = cands.iter().rev().find(|i| before(i) && same_phase(i));
+        if let Some(&i) = found.or_else(|| cands.iter().rev().find(before))
             && let Some(score) = e.score
         {
             out.insert(i, (score, e.passed));

@@ -74,24 +74,46 @@ impl AgentUsage {
         *self == AgentUsage::default()
     }
 
-    /// The `usage` object of an event payload, as a reader finds it: fields of the wrong type
-    /// are left out. `None` when there is none or nothing in it decodes.
+    /// An event payload's usage, read as the metrics read it (docs/metrics.md, "Agent
+    /// usage"): tokens in its `usage` object, else at its top level (`input_tokens` or
+    /// `tokens_in`, ...); cache tokens the larger of Claude's and loopctl's names, in `usage`
+    /// when there is one; the cost at the top level (`cost_usd`, else Claude's
+    /// `total_cost_usd`), else in `usage`. Fields of the wrong type are left out. `None` when
+    /// nothing decodes.
     pub fn from_payload(payload: &serde_json::Value) -> Option<AgentUsage> {
-        let u = payload.get("usage")?.as_object()?;
-        let n = |k: &str| u.get(k).and_then(serde_json::Value::as_u64);
-        let usage = AgentUsage {
-            input_tokens: n("input_tokens"),
-            output_tokens: n("output_tokens"),
-            cache_read_tokens: n("cache_read_tokens"),
-            cache_creation_tokens: n("cache_creation_tokens"),
-            cost_usd: u
-                .get("cost_usd")
-                .and_then(serde_json::Value::as_f64)
-                .filter(|c| c.is_finite() && *c >= 0.0),
-            turns: n("turns"),
-            model: u.get("model").and_then(|m| m.as_str()).map(str::to_string),
+        use serde_json::{Map, Value};
+        let top = payload.as_object()?;
+        let usage = top.get("usage").and_then(Value::as_object);
+        let first = |o: Option<&Map<String, Value>>, keys: &[&str]| {
+            o.and_then(|o| keys.iter().find_map(|k| o.get(*k).and_then(Value::as_u64)))
         };
-        (!usage.is_empty()).then_some(usage)
+        let tokens = |keys: &[&str]| first(usage, keys).or_else(|| first(Some(top), keys));
+        let cache_in = usage.or(Some(top));
+        let larger = |a: &str, b: &str| match (first(cache_in, &[a]), first(cache_in, &[b])) {
+            (None, None) => None,
+            (x, y) => Some(x.unwrap_or(0).max(y.unwrap_or(0))),
+        };
+        let cost_in = |o: Option<&Map<String, Value>>| {
+            let o = o?;
+            ["cost_usd", "total_cost_usd"]
+                .iter()
+                .find_map(|k| o.get(*k).and_then(Value::as_f64))
+        };
+        let usage_obj = AgentUsage {
+            input_tokens: tokens(&["input_tokens", "tokens_in"]),
+            output_tokens: tokens(&["output_tokens", "tokens_out"]),
+            cache_read_tokens: larger("cache_read_input_tokens", "cache_read_tokens"),
+            cache_creation_tokens: larger("cache_creation_input_tokens", "cache_creation_tokens"),
+            cost_usd: cost_in(Some(top))
+                .or_else(|| cost_in(usage))
+                .filter(|c| c.is_finite() && *c >= 0.0),
+            turns: first(usage, &["turns"]),
+            model: usage
+                .and_then(|u| u.get("model"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        };
+        (!usage_obj.is_empty()).then_some(usage_obj)
     }
 }
 

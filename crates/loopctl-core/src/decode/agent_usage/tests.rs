@@ -248,3 +248,34 @@ fn costs_sum_without_float_noise() {
     }
     assert_eq!(t.cost_usd, Some(0.3));
 }
+
+#[test]
+fn a_payload_s_usage_is_read_as_the_metrics_read_it() {
+    // Avenor / Claude names, the cost at the top.
+    let claude = json!({"usage": {"input_tokens": 1000, "output_tokens": 200,
+        "cache_read_input_tokens": 4000, "cache_creation_input_tokens": 600},
+        "total_cost_usd": 0.3});
+    let u = AgentUsage::from_payload(&claude).unwrap();
+    assert_eq!(
+        (u.input_tokens, u.output_tokens, u.cache_read_tokens),
+        (Some(1000), Some(200), Some(4000))
+    );
+    assert_eq!(
+        (u.cache_creation_tokens, u.cost_usd),
+        (Some(600), Some(0.3))
+    );
+    // Both cache names: the larger; the top's cost wins over the usage object's.
+    let both = json!({"cost_usd": 0.25, "usage": {"cache_read_input_tokens": 40,
+        "cache_read_tokens": 30, "cost_usd": 9.0}});
+    let u = AgentUsage::from_payload(&both).unwrap();
+    assert_eq!((u.cache_read_tokens, u.cost_usd), (Some(40), Some(0.25)));
+    // Native logs write their tokens at the top level.
+    let native = json!({"stop_reason": "end_turn", "tokens_in": 1500, "tokens_out": 420});
+    let u = AgentUsage::from_payload(&native).unwrap();
+    assert_eq!((u.input_tokens, u.output_tokens), (Some(1500), Some(420)));
+    assert_eq!(
+        AgentUsage::from_payload(&json!({"stop_reason": "end_turn"})),
+        None
+    );
+    assert_eq!(AgentUsage::from_payload(&json!({"cost_usd": -1.0})), None);
+}
