@@ -192,6 +192,8 @@ fn avenor_phases_retries_and_usage() {
     assert_tree(&spans);
     let root = roots(&spans)[0];
     assert_eq!(a(root)["loopctl.dialect"], "avenor");
+    // A run never scored has no score (not 0), as `status` shows it.
+    assert_eq!(a(root).get("loopctl.score"), None);
     let names: Vec<&str> = spans
         .iter()
         .filter(|s| !s.parent_span_id.is_empty())

@@ -361,8 +361,9 @@ impl RunSpans {
             attributes.push(str_attr(attr::PIPELINE_RESULT, result));
             attributes.push(str_attr(attr::STOP_REASON, reason));
             attributes.push(int_attr(attr::ITERATIONS, self.state.iteration));
-            if self.state.score_history.last().is_some() || t.stop.is_some() {
-                attributes.push((attr::SCORE, AttrValue::Float(self.state.last_score)));
+            // As `status` shows it: a run that was never scored has no score, not 0.
+            if let Some(score) = self.state.score() {
+                attributes.push((attr::SCORE, AttrValue::Float(score)));
             }
             if result == "success" {
                 status = SpanStatus::Ok;
