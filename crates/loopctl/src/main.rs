@@ -208,6 +208,36 @@ mod tests {
         }
     }
 
+    /// The options listed under a command's "Stagnation (as for `loopctl stagnation`)" help
+    /// heading are `stagnation`'s own (an option declared after them fell under it).
+    #[test]
+    fn only_stagnation_options_are_listed_under_its_heading() {
+        fn walk(cmd: &clap::Command, ours: &[String], path: &str) {
+            for a in cmd.get_arguments() {
+                if a.get_help_heading()
+                    .is_some_and(|h| h.starts_with("Stagnation"))
+                {
+                    let id = a.get_id().to_string();
+                    assert!(
+                        ours.contains(&id),
+                        "{path}: --{id} under {:?}",
+                        a.get_help_heading()
+                    );
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, ours, &format!("{path} {}", sub.get_name()));
+            }
+        }
+        let cmd = command();
+        let stagnation = cmd.find_subcommand("stagnation").unwrap();
+        let ours: Vec<String> = stagnation
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        walk(&cmd, &ours, "loopctl");
+    }
+
     /// Every command takes the global options after its name too (`loopctl list --root DIR`):
     /// none of its own arguments may shadow one.
     #[test]
