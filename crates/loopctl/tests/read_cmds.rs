@@ -240,3 +240,25 @@ fn aggregate_by_loop_columns_follow_the_documented_order() {
     ]);
     assert_eq!(csv.lines().next(), Some(keys.join(",").as_str()), "{csv}");
 }
+
+/// A line holding a NUL byte gets one reason from every reader (docs/events.md §6).
+#[test]
+fn every_reader_names_a_nul_byte() {
+    let dir = fixture("bad-middle");
+    let want = format!(
+        "{}:6: byte 691: bad_line: NUL byte at byte 97 of the line (not valid JSON: control character in string at byte 97)",
+        dir.join("history.jsonl").display()
+    );
+    for args in [
+        vec!["check", s(&dir)],
+        vec!["history", s(&dir)],
+        vec!["tail", s(&dir), "--no-follow"],
+        vec!["status", s(&dir)],
+    ] {
+        let (_, out, err) = run(&args);
+        assert!(
+            out.contains(&want) || err.contains(&want),
+            "{args:?}: {out}{err}"
+        );
+    }
+}
