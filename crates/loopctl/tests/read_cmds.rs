@@ -262,3 +262,52 @@ fn every_reader_names_a_nul_byte() {
         );
     }
 }
+
+/// In a folder where nothing was run, every command over the root answers as over an empty
+/// root: `no runs under .loopctl`, nothing shown, exit 0 (`--strict` too). A root the user
+/// names must exist: exit 2, naming it.
+#[test]
+fn a_missing_default_root_holds_no_run_for_every_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lake = tmp.path().join("lake");
+    let mut commands: Vec<Vec<&str>> = vec![
+        vec!["list"],
+        vec!["status"],
+        vec!["stagnation"],
+        vec!["export", "prometheus"],
+        // Nothing to send: no connection is tried.
+        vec!["export", "otel", "--endpoint", "http://127.0.0.1:9"],
+    ];
+    if cfg!(feature = "analytics") {
+        commands.extend([
+            vec!["aggregate"],
+            vec!["query", "select count(*) as n from runs"],
+            vec!["export", "parquet", "--out", s(&lake)],
+        ]);
+    }
+    for args in &commands {
+        for strict in [false, true] {
+            let out = loopctl()
+                .current_dir(tmp.path())
+                .args(strict.then_some("--strict"))
+                .args(args)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {text}");
+            assert!(text.contains("no runs under .loopctl"), "{args:?}: {text}");
+            assert!(!text.contains("cannot read"), "{args:?}: {text}");
+        }
+        let out = loopctl()
+            .current_dir(tmp.path())
+            .args(["--root", "nope"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?} --root nope: {err}");
+        assert!(err.contains("no root folder nope"), "{args:?}: {err}");
+    }
+    assert!(!tmp.path().join(".loopctl").exists());
+}

@@ -75,13 +75,9 @@ pub fn read_for(
     r: &ReadArgs,
     needs: Needs,
 ) -> anyhow::Result<Collected> {
-    let paths = if paths.is_empty() {
-        vec![ctx.root.clone()]
-    } else {
-        paths.to_vec()
-    };
+    let paths = ctx.inputs(paths.to_vec())?;
     let (logs, mut bad) = logs_of(&paths);
-    if logs.is_empty() && bad.is_empty() {
+    if logs.is_empty() && bad.is_empty() && !paths.is_empty() {
         let named: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         output::warn(&format!(
             "no run folder or log in {}: the tables are empty",
