@@ -456,23 +456,6 @@ pub fn folder_log(dir: &Path) -> Option<PathBuf> {
     log.is_file().then_some(log)
 }
 
-/// Whether the root exists. The default root (not named by `--root` or `$LOOPCTL_ROOT`) not
-/// existing only means nothing was run here yet: false, and every command over the root takes
-/// it as a root that holds no run (empty output, exit 0). A root the user named must exist: an
-/// error (docs/cli.md, "The root").
-pub fn root_exists(root: &Path, named: bool) -> Result<bool> {
-    match std::fs::symlink_metadata(root) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match named {
-            false => Ok(false),
-            true => Err(StoreError::NotFound(format!(
-                "no root folder {}: it does not exist",
-                root.display()
-            ))),
-        },
-        _ => Ok(true),
-    }
-}
-
 pub fn runs_under(root: &Path, named: bool) -> Result<Vec<RunRef>> {
     match list_runs(root) {
         Err(StoreError::Io { cause, .. })
@@ -498,10 +481,6 @@ mod tests {
     fn a_missing_root_is_an_error_only_when_named() {
         let tmp = tempfile::tempdir().unwrap();
         let missing = tmp.path().join("nope");
-        assert!(!root_exists(&missing, false).unwrap());
-        assert!(root_exists(tmp.path(), true).unwrap());
-        let e = root_exists(&missing, true).unwrap_err().to_string();
-        assert!(e.contains("no root folder") && e.contains("nope"), "{e}");
         assert!(runs_under(&missing, false).unwrap().is_empty());
         let e = runs_under(&missing, true).unwrap_err().to_string();
         assert!(e.contains("nope") && e.contains("does not exist"), "{e}");

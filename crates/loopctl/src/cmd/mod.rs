@@ -88,13 +88,13 @@ impl Ctx {
 
     /// The inputs of a command over several runs: `paths`, else the root. With no path, a
     /// root the user named must exist, and the default root not existing gives no input
-    /// (`discover::root_exists`): then it says `no runs under ROOT` on stderr, and the command
+    /// (`root::root_exists`): then it says `no runs under ROOT` on stderr, and the command
     /// shows nothing, as over an empty root.
     pub fn inputs<P: From<PathBuf>>(&self, paths: Vec<P>) -> anyhow::Result<Vec<P>> {
         if !paths.is_empty() {
             return Ok(paths);
         }
-        if !discover::root_exists(&self.root, self.root_named)? {
+        if !loopctl_store::root::root_exists(&self.root, self.root_named)? {
             output::note(no_runs(&self.root).trim_end());
             return Ok(Vec::new());
         }
