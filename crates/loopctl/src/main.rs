@@ -77,19 +77,27 @@ enum Command {
     Query(cmd::query::Args),
 }
 
-/// The command line, numeric options taking a negative number as their value: clap would read
-/// `--limit -1` as an unknown option `-1`; this way the value parser refuses it with its
-/// `invalid value` message (docs/cli.md, "Numeric flags").
+/// The command line, every command finished by `finish`.
 fn command() -> clap::Command {
-    negatives_are_values(Cli::command())
+    finish(Cli::command())
 }
 
-fn negatives_are_values(cmd: clap::Command) -> clap::Command {
+/// Numeric options take a negative number as their value: clap would read `--limit -1` as an
+/// unknown option `-1`; this way the value parser refuses it with its `invalid value` message
+/// (docs/cli.md, "Numeric flags"). A description of one paragraph gets back, in `--help`, the
+/// full stop clap's derive takes off it (kept off in `-h` and the list of commands).
+fn finish(mut cmd: clap::Command) -> clap::Command {
+    if cmd.get_long_about().is_none()
+        && let Some(about) = cmd.get_about().map(|a| a.to_string())
+        && !about.ends_with(['.', '?', '!'])
+    {
+        cmd = cmd.long_about(format!("{about}."));
+    }
     cmd.mut_args(|a| {
         let numeric = is_numeric(&a);
         a.allow_negative_numbers(numeric)
     })
-    .mut_subcommands(negatives_are_values)
+    .mut_subcommands(finish)
 }
 
 /// Whether `a` takes a number or a duration.

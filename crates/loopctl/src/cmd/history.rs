@@ -9,8 +9,10 @@ use super::Ctx;
 use super::timeline::{Colors, human};
 use crate::{exit, output};
 
-/// Show a run's event timeline: one line per event, as `tail` prints them (time, seq, run,
-/// iteration and step, event, and what it says: stop reason, exit code, duration, score). A log
+/// Show a run's event timeline, one line per event.
+///
+/// Each line as `tail` prints it: time, seq, run, iteration and step, event, and what it says
+/// (stop reason, exit code, duration, score). A log
 /// holding several runs shows every run's events, each line naming its run; RUN as a run id
 /// or alias, or --run-id, shows one. --json prints the normalised events as native NDJSON (any
 /// dialect in, one format out); --raw prints the lines exactly as the log has them. A line
