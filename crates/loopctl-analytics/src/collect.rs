@@ -9,7 +9,7 @@ use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::analysis::stagnation::{Config, assess};
 use loopctl_core::fold::trace::{Attempt, Trace, Traces};
 use loopctl_core::fold::{Damage, Line, Projection, Split};
-use loopctl_core::{Dialect, Event, FindingKind, Replay, RunState};
+use loopctl_core::{Dialect, Event, Finding, Replay, RunState};
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::fold::fold_runs;
 use loopctl_store::read::ReadOptions;
@@ -42,13 +42,11 @@ impl Options {
     }
 }
 
-/// A line of a log that is not an event.
+/// A finding of replay in one of the logs read (a damaged line, a torn tail, a seq problem).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Damaged {
+pub struct LogFinding {
     pub file: PathBuf,
-    pub line: u64,
-    pub offset: u64,
-    pub reason: String,
+    pub finding: Finding,
 }
 
 /// The rows of every run read, and what could not be read.
@@ -61,7 +59,8 @@ pub struct Collected {
     /// until their batch is read (a frame holds them in far less memory).
     pub phases: Vec<DataFrame>,
     pub events: Vec<DataFrame>,
-    pub damaged: Vec<Damaged>,
+    /// Replay's findings, log by log in file order (`--strict` turns them into exit 1).
+    pub findings: Vec<LogFinding>,
     /// Files (or roots) that could not be read, with why.
     pub unreadable: Vec<(PathBuf, String)>,
     pub files: u64,
@@ -213,19 +212,11 @@ fn take_log(
 ) -> PolarsResult<()> {
     let (replay, mut runs, mut extras) = folded;
     let mut outcome = replay.finish();
-    for f in &outcome.findings {
-        if matches!(
-            f.kind,
-            FindingKind::BadLine | FindingKind::TornTail | FindingKind::Oversize
-        ) {
-            out.damaged.push(Damaged {
-                file: run.log.clone(),
-                line: f.line,
-                offset: f.offset,
-                reason: f.reason.clone(),
-            });
-        }
-    }
+    out.findings
+        .extend(outcome.findings.drain(..).map(|finding| LogFinding {
+            file: run.log.clone(),
+            finding,
+        }));
     let mut states: Vec<&mut RunState> = outcome.runs.values_mut().collect();
     salvage_max_iterations(run, &mut states);
     let source = run.log.to_string_lossy().into_owned();

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 use polars::prelude::*;
 
-pub use collect::{Collected, Damaged, Options, collect, logs_of};
+pub use collect::{Collected, LogFinding, Options, collect, logs_of};
 pub use export::{ExportOptions, Exported, export};
 pub use needs::{Columns, Needs};
 pub use polars::prelude::DataFrame;

@@ -346,6 +346,10 @@ pub fn aggregate(t: &Tables, by: &[String]) -> PolarsResult<DataFrame> {
             len().cast(DataType::UInt64).alias("runs"),
             count_true(col("status").neq(lit("running"))).alias("ended"),
             count_true(col("passed")).alias("passed"),
+            // Here, not added afterwards: the columns (and --json's keys) follow this order.
+            (count_true(col("passed")).cast(DataType::Float64)
+                / count_true(col("status").neq(lit("running"))).cast(DataType::Float64))
+            .alias("success_rate"),
             col("iterations").mean().alias("iterations_mean"),
             q("duration_ms", 0.5).alias("duration_p50_ms"),
             q("duration_ms", 0.95).alias("duration_p95_ms"),
@@ -372,13 +376,7 @@ pub fn aggregate(t: &Tables, by: &[String]) -> PolarsResult<DataFrame> {
                 .alias("runs"),
         ],
     };
-    let mut lf = with_week(df.lazy(), by).group_by(keys).agg(measures);
-    if table == "runs" {
-        lf = lf.with_column(
-            (col("passed").cast(DataType::Float64) / col("ended").cast(DataType::Float64))
-                .alias("success_rate"),
-        );
-    }
+    let lf = with_week(df.lazy(), by).group_by(keys).agg(measures);
     let names: Vec<&str> = by.iter().map(String::as_str).collect();
     sorted(lf, &names, &vec![false; names.len()]).collect()
 }

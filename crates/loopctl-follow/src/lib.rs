@@ -205,6 +205,23 @@ impl Follower {
         }
     }
 
+    /// The bytes after the last newline of each file, held until a newline ends them, as
+    /// `Item::Line`s (though nothing ended them): for a single look (`tail --no-follow`),
+    /// where they are the log's last line, complete or torn.
+    pub fn unterminated(&self) -> Vec<Item> {
+        self.sources
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.gone && !s.partial.is_empty())
+            .map(|(i, s)| Item::Line {
+                source: i,
+                line: if s.numbered { s.line + 1 } else { 0 },
+                offset: s.offset - s.partial.len() as u64,
+                text: s.partial.clone(),
+            })
+            .collect()
+    }
+
     /// Watches this process's stdout from a thread: when its reader goes away (the read end of
     /// a pipe closed, a socket or terminal hung up), `stdout_closed` turns true and `wait`
     /// returns at once, so a follower piped into `head -1` ends while it has nothing to write.

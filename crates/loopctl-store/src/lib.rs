@@ -1,7 +1,7 @@
 //! loopctl's storage edge: every byte on disk goes through here.
 //!
 //! Reading and replaying logs (`read`), `run.json` snapshots and recovery (`snapshot`),
-//! appending events safely (`append`), the wall clock (`clock`), finding runs under a root (`discover`), and what
+//! appending events safely (`append`), the wall clock (`clock`), finding runs under a root (`discover`), whether a root exists (`root`), and what
 //! `clean` may delete (`clean`).
 
 pub mod append;
@@ -10,6 +10,7 @@ pub mod clock;
 pub mod discover;
 pub mod fold;
 pub mod read;
+pub mod root;
 pub mod snapshot;
 
 use std::path::PathBuf;

@@ -442,18 +442,69 @@ fn show(v: Option<&Value>) -> String {
 }
 
 /// Writes `run.json` atomically (temp file in the same folder, fsync, rename, fsync folder).
-/// The old file's mode is kept, unless its owner could not read it: a state file rewritten
-/// because it was unreadable must not stay so.
+/// The mode is the old file's when it is a regular file its owner can read (a state file
+/// rewritten because it was unreadable must not stay so), else the default: never a symlink's
+/// own 0777. The temporary file is removed on any failure (a folder in the way, a full disk).
 pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
-    use atomic_write_file::unix::OpenOptionsExt;
     use std::os::unix::fs::PermissionsExt;
-    let keep_mode = std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o400 != 0);
-    let mut f = atomic_write_file::AtomicWriteFile::options()
-        .preserve_mode(keep_mode)
-        .open(path)
-        .map_err(io_err(path))?;
-    f.write_all(contents.as_bytes()).map_err(io_err(path))?;
-    f.commit().map_err(io_err(path))
+    let mode = std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.permissions().mode() & 0o7777)
+        .filter(|m| m & 0o400 != 0);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let (tmp, mut file) = temp_beside(path, dir)?;
+    let written = (|| {
+        file.write_all(contents.as_bytes())?;
+        if let Some(mode) = mode {
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(io_err(path))
+}
+
+/// A new file `.<name>.XXXXXX` (six letters or digits, the form `clean` knows) in `dir`.
+fn temp_beside(path: &Path, dir: &Path) -> Result<(PathBuf, File)> {
+    use std::hash::{BuildHasher, Hasher};
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut last = None;
+    for _ in 0..100 {
+        // A random suffix from std's per-process random hasher keys.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let mut n = h.finish();
+        let suffix: String = (0..6)
+            .map(|_| {
+                let c = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                    [(n % 62) as usize];
+                n /= 62;
+                c as char
+            })
+            .collect();
+        let tmp = dir.join(format!(".{name}.{suffix}"));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(io_err(path)(e)),
+        }
+    }
+    Err(io_err(path)(last.unwrap_or_else(|| {
+        std::io::Error::other("no free temporary name")
+    })))
 }
 
 /// Keeps a prior `run.json` aside as `run.json.damaged` (`.damaged.2`, ... when taken), never
@@ -494,6 +545,56 @@ mod tests {
         let mut s = RunState::new(id);
         s.max_iterations = max;
         s
+    }
+
+    /// The files in `dir` other than `keep`.
+    fn others(dir: &Path, keep: &[&str]) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !keep.contains(&n.as_str()))
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn write_atomic_takes_the_mode_of_a_regular_file_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        // What a new file gets here (the umask applies).
+        let fresh = d.path().join("fresh.json");
+        write_atomic(&fresh, "{}").unwrap();
+        let default = mode(&fresh);
+        // A regular file keeps its mode.
+        let kept = d.path().join("kept.json");
+        std::fs::write(&kept, "x").unwrap();
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomic(&kept, "{}").unwrap();
+        assert_eq!(mode(&kept), 0o640);
+        // A symlink (0777 itself), dangling or to a folder: the default, never 0777.
+        for (link, to) in [("dangling.json", "nowhere"), ("to-dir.json", ".")] {
+            let p = d.path().join(link);
+            std::os::unix::fs::symlink(to, &p).unwrap();
+            write_atomic(&p, "{}").unwrap();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            assert!(m.is_file(), "{link}");
+            assert_eq!(mode(&p), default, "{link}");
+        }
+        assert_ne!(default, 0o777);
+    }
+
+    #[test]
+    fn write_atomic_leaves_no_temporary_file_when_it_fails() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("run.json");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("inside"), "x").unwrap();
+        let err = write_atomic(&target, "{}").unwrap_err();
+        assert!(err.to_string().contains("run.json"), "{err}");
+        assert_eq!(others(d.path(), &[]), ["run.json"]);
     }
 
     #[test]

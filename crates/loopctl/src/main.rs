@@ -7,7 +7,7 @@ mod output;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 // glibc's per-thread arenas grow and shrink with mprotect/madvise on every chunk of a parallel
 // replay (12k syscalls and page refaults per GiB); mimalloc keeps freed pages for reuse.
@@ -77,8 +77,50 @@ enum Command {
     Query(cmd::query::Args),
 }
 
+/// The command line, every command finished by `finish`.
+fn command() -> clap::Command {
+    finish(Cli::command())
+}
+
+/// Numeric options take a negative number as their value: clap would read `--limit -1` as an
+/// unknown option `-1`; this way the value parser refuses it with its `invalid value` message
+/// (docs/cli.md, "Numeric flags"). A description of one paragraph gets back, in `--help`, the
+/// full stop clap's derive takes off it (kept off in `-h` and the list of commands).
+fn finish(mut cmd: clap::Command) -> clap::Command {
+    if cmd.get_long_about().is_none()
+        && let Some(about) = cmd.get_about().map(|a| a.to_string())
+        && !about.ends_with(['.', '?', '!'])
+    {
+        cmd = cmd.long_about(format!("{about}."));
+    }
+    cmd.mut_args(|a| {
+        let numeric = is_numeric(&a);
+        a.allow_negative_numbers(numeric)
+    })
+    .mut_subcommands(finish)
+}
+
+/// Whether `a` takes a number or a duration.
+fn is_numeric(a: &clap::Arg) -> bool {
+    use std::any::TypeId;
+    let t = a.get_value_parser().type_id();
+    a.get_num_args().is_none_or(|n| n.takes_values())
+        && [
+            TypeId::of::<u8>(),
+            TypeId::of::<u16>(),
+            TypeId::of::<u32>(),
+            TypeId::of::<u64>(),
+            TypeId::of::<usize>(),
+            TypeId::of::<i64>(),
+            TypeId::of::<f64>(),
+            TypeId::of::<std::time::Duration>(),
+        ]
+        .iter()
+        .any(|id| t == *id)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     let ctx = cmd::Ctx::new(
         cli.root.as_deref(),
         cli.strict,
@@ -99,8 +141,8 @@ fn main() -> ExitCode {
         Command::Tail(a) => cmd::tail::run(&ctx, a),
         Command::Stagnation(a) => cmd::stagnation::run(&ctx, a),
         Command::Postmortem(a) => cmd::postmortem::run(&ctx, a),
-        Command::Completions(a) => cmd::docs::completions(Cli::command(), a),
-        Command::Man(a) => cmd::docs::man(Cli::command(), a),
+        Command::Completions(a) => cmd::docs::completions(command(), a),
+        Command::Man(a) => cmd::docs::man(command(), a),
         Command::Serve(a) => cmd::serve::run(&ctx, a),
         Command::Export(a) => cmd::export::run(&ctx, a),
         #[cfg(feature = "analytics")]
@@ -121,6 +163,88 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
     use clap::error::ErrorKind;
+
+    /// Every option that takes a number, in every command, refuses a negative one with clap's
+    /// `invalid value` message (a usage error), not "unexpected argument '-1'".
+    #[test]
+    fn every_numeric_option_refuses_a_negative_number_as_its_value() {
+        fn walk(cmd: &clap::Command, path: &mut Vec<String>, seen: &mut Vec<String>) {
+            for a in cmd.get_arguments().filter(|a| is_numeric(a)) {
+                let flag = match (a.get_long(), a.get_short()) {
+                    (Some(l), _) => format!("--{l}"),
+                    (None, Some(s)) => format!("-{s}"),
+                    (None, None) => continue,
+                };
+                for value in ["-1", "-0.5"] {
+                    let mut argv = vec!["loopctl".to_string()];
+                    argv.extend(path.iter().cloned());
+                    argv.extend([flag.clone(), value.to_string()]);
+                    let e = match command().try_get_matches_from(&argv) {
+                        Ok(_) => panic!("{argv:?} accepted"),
+                        Err(e) => e,
+                    };
+                    assert!(
+                        matches!(
+                            e.kind(),
+                            ErrorKind::ValueValidation | ErrorKind::InvalidValue
+                        ),
+                        "{argv:?}: {e}"
+                    );
+                    assert!(e.to_string().contains("invalid value"), "{argv:?}: {e}");
+                }
+                seen.push(format!("{} {flag}", path.join(" ")));
+            }
+            for sub in cmd.get_subcommands() {
+                path.push(sub.get_name().to_string());
+                walk(sub, path, seen);
+                path.pop();
+            }
+        }
+        let mut seen = Vec::new();
+        let mut cmd = command();
+        cmd.build();
+        walk(&cmd, &mut Vec::new(), &mut seen);
+        for want in [
+            "stagnation --min-delta",
+            "tail --lines",
+            "stop --wait",
+            "run --max-retries",
+            "serve --limit",
+            " --threads",
+        ] {
+            assert!(seen.iter().any(|s| s.ends_with(want)), "{want}: {seen:?}");
+        }
+    }
+
+    /// The options listed under a command's "Stagnation (as for `loopctl stagnation`)" help
+    /// heading are `stagnation`'s own (an option declared after them fell under it).
+    #[test]
+    fn only_stagnation_options_are_listed_under_its_heading() {
+        fn walk(cmd: &clap::Command, ours: &[String], path: &str) {
+            for a in cmd.get_arguments() {
+                if a.get_help_heading()
+                    .is_some_and(|h| h.starts_with("Stagnation"))
+                {
+                    let id = a.get_id().to_string();
+                    assert!(
+                        ours.contains(&id),
+                        "{path}: --{id} under {:?}",
+                        a.get_help_heading()
+                    );
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, ours, &format!("{path} {}", sub.get_name()));
+            }
+        }
+        let cmd = command();
+        let stagnation = cmd.find_subcommand("stagnation").unwrap();
+        let ours: Vec<String> = stagnation
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        walk(&cmd, &ours, "loopctl");
+    }
 
     /// Every command takes the global options after its name too (`loopctl list --root DIR`):
     /// none of its own arguments may shadow one.

@@ -626,10 +626,7 @@ fn damaged_lines_are_reported_and_unreadable_files_listed() {
         err.contains(&format!("{}:2: byte {offset}", log.display())),
         "{err}"
     );
-    assert!(
-        err.contains("1 damaged line(s) skipped in 1 file(s)"),
-        "{err}"
-    );
+    assert!(err.contains("1 finding(s) in 1 file(s)"), "{err}");
     assert!(
         err.contains(&format!("cannot read {}", missing.display())),
         "{err}"

@@ -698,3 +698,50 @@ fn every_command_s_help_has_examples() {
         );
     }
 }
+
+/// Every command's help reads as prose: its description ends with a full stop, and no
+/// sentence is broken mid-line (a short line going on in lower case on the next, as
+/// "2 error (usage, missing⏎run, ..." did).
+#[test]
+fn every_command_s_help_has_whole_sentences() {
+    let mut cmds: Vec<Vec<String>> = vec![vec![]];
+    let mut slips = Vec::new();
+    for c in subcommands() {
+        if c == "export" {
+            for format in ["prometheus", "otel", "parquet"] {
+                cmds.push(vec![c.clone(), format.into()]);
+            }
+        }
+        cmds.push(vec![c]);
+    }
+    for cmd in cmds {
+        let args: Vec<&str> = cmd.iter().map(String::as_str).chain(["--help"]).collect();
+        let out = run(&args);
+        if !out.status.success() {
+            continue; // A command built without (export parquet without analytics).
+        }
+        let help = text(&out.stdout);
+        let about = help.split("\n\n").next().unwrap_or("").trim_end();
+        if !about.ends_with('.') {
+            slips.push(format!(
+                "{cmd:?}: the description has no final full stop:\n{about}"
+            ));
+        }
+        let lines: Vec<&str> = help.lines().collect();
+        for w in lines.windows(2) {
+            let (line, next) = (w[0], w[1]);
+            let prose = |l: &str| !l.is_empty() && !l.starts_with(' ');
+            let broken = prose(line)
+                && prose(next)
+                && line.len() < 50
+                && !line.ends_with(['.', ':', ';'])
+                && next.starts_with(|c: char| c.is_ascii_lowercase());
+            if broken {
+                slips.push(format!(
+                    "{cmd:?}: a sentence broken mid-line:\n{line}\n{next}"
+                ));
+            }
+        }
+    }
+    assert!(slips.is_empty(), "--help slips:\n{}", slips.join("\n\n"));
+}

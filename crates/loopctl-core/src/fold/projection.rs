@@ -11,7 +11,7 @@
 
 use crate::decode::event::{Event, Kind};
 use crate::decode::lines::{LineText, Pos, decode, decode_str_cr};
-use crate::decode::reference_parser::parse_line_reference;
+use crate::decode::parse_line_slow;
 use crate::fold::trace::Traces;
 
 /// Where a line sits in its log.
@@ -91,15 +91,12 @@ pub fn read_event<'a>(text: &'a str, facts: bool, ev: &mut Event<'a>) -> Result<
     if fast.is_some() {
         return Ok(());
     }
-    match parse_line_reference(text) {
+    match parse_line_slow(text) {
         Ok(parsed) => {
             *ev = parsed;
             Ok(())
         }
-        Err(e) => Err(match memchr::memchr(0, text.as_bytes()) {
-            Some(i) => format!("NUL byte at byte {i} of the line ({e})"),
-            None => e.to_string(),
-        }),
+        Err(e) => Err(e.to_string()),
     }
 }
 

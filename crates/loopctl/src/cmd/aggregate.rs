@@ -6,8 +6,7 @@ use clap::Args as ClapArgs;
 use loopctl_analytics::{Filter, REPORTS, aggregate, parse_bound, report, reports, reports::KEYS};
 
 use super::Ctx;
-use super::tables::{OutArgs, ReadArgs, print_frame, print_frames, read_for, tables};
-use crate::exit;
+use super::tables::{OutArgs, ReadArgs, exit_code, print_frame, print_frames, read_for, tables};
 
 /// Compare runs: success rates, iterations, phase durations, flaky phases, reasons, scores,
 /// stagnation, tokens and cost, across every run of any mix of roots, run folders and logs
@@ -32,8 +31,9 @@ Reports (--report NAME):
 Filters: --since/--until select runs by start time; their phases and events follow. --where
 KEY=VALUE keeps rows whose column KEY (any column of runs, or of phases/events) equals VALUE.
 
-Exit codes: 0 printed (damaged lines are reported on stderr and skipped); 2 error (bad
-option, unreadable input under --strict).
+Exit codes: 0 printed (findings, such as damaged lines and seq problems, are reported on
+stderr as file:line: byte N: kind: reason; damaged lines are skipped); 1 under --strict when a
+log has findings (after the output); 2 error (bad option, unreadable input under --strict).
 
 Examples:
   loopctl aggregate .loopctl
@@ -117,7 +117,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         }
         print_frames(&frames, &a.out)?;
     }
-    Ok(exit::OK)
+    Ok(exit_code(ctx, &collected))
 }
 
 #[cfg(test)]

@@ -126,11 +126,11 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
 }
 
 fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
-    let specs = if a.paths.is_empty() {
-        vec![ctx.root.display().to_string()]
-    } else {
-        a.paths
-    };
+    let specs: Vec<String> = ctx
+        .inputs(a.paths.into_iter().map(PathBuf::from).collect())?
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     let runs = otel::replay::runs(&specs, |s| ctx.resolve(Some(s)))?;
     let sender = otel::Sender::new(&otel::Config::from_env(a.endpoint.as_deref()))?;
     let mut damaged = 0usize;
@@ -171,7 +171,7 @@ fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
 }
 
 fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
-    let mut paths = Vec::new();
+    let mut paths: Vec<PathBuf> = Vec::new();
     let mut files = Vec::new();
     for spec in &a.paths {
         let p = PathBuf::from(spec);
@@ -185,9 +185,7 @@ fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
             paths.push(run.dir.unwrap_or(run.log));
         }
     }
-    if paths.is_empty() {
-        paths.push(ctx.root.clone());
-    }
+    let paths = ctx.inputs(paths)?;
     let logs = textfile::maybe_logs(&paths)?;
     let options = a.series.options()?;
     let state = textfile::replay_with(&logs, options, &ctx.read, &mut |log, d| {

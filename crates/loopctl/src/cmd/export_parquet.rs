@@ -7,8 +7,8 @@ use clap::Args as ClapArgs;
 use loopctl_analytics::{ExportOptions, export};
 
 use super::Ctx;
-use super::tables::{ReadArgs, progress_bar, read};
-use crate::{exit, output};
+use super::tables::{ReadArgs, exit_code, progress_bar, read};
+use crate::output;
 
 /// Write the runs, phases and events tables as Parquet (zstd), partitioned by day in Hive
 /// style (DIR/runs/day=2026-11-21/part-0.parquet), for DuckDB, Spark, Trino or polars.
@@ -22,7 +22,8 @@ use crate::{exit, output};
 /// give the same bytes. docs/analytics.md lists the columns.
 #[derive(ClapArgs)]
 #[command(after_help = "\
-Exit codes: 0 written; 2 error (cannot write, unreadable input under --strict).
+Exit codes: 0 written (findings in the logs are reported on stderr); 1 under --strict when a
+log has findings (after writing); 2 error (cannot write, unreadable input under --strict).
 
 Examples:
   loopctl export parquet .loopctl --out lake/
@@ -78,5 +79,5 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             done.events
         ));
     }
-    Ok(exit::OK)
+    Ok(exit_code(ctx, &collected))
 }

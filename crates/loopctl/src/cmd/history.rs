@@ -9,11 +9,14 @@ use super::Ctx;
 use super::timeline::{Colors, human};
 use crate::{exit, output};
 
-/// Show a run's event timeline: one line per event, as `tail` prints them (time, seq, run,
-/// iteration and step, event, and what it says: stop reason, exit code, duration, score). A log
+/// Show a run's event timeline, one line per event.
+///
+/// Each line as `tail` prints it: time, seq, run, iteration and step, event, and what it says
+/// (stop reason, exit code, duration, score). A log
 /// holding several runs shows every run's events, each line naming its run; RUN as a run id
 /// or alias, or --run-id, shows one. --json prints the normalised events as native NDJSON (any
-/// dialect in, one format out); --raw prints the lines exactly as the log has them.
+/// dialect in, one format out); --raw prints the lines exactly as the log has them. A line
+/// repeating its run's last seq is reported on stderr and not shown, as replay skips it.
 #[derive(ClapArgs)]
 #[command(
     after_help = "Examples:\n  loopctl history checkout-api              # the timeline of a run\n  loopctl history merged.jsonl --run-id r1  # one run of a log holding several\n  loopctl history --json | jq .event        # normalised events, any dialect"
@@ -38,7 +41,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut shown = 0usize;
     let mut colors = Colors::default();
-    // Per run: events and last seq, for the seq checks replay makes (every event is shown).
+    // Per run: events and last seq, for the seq checks replay makes. An event repeating its
+    // run's last seq is reported and not shown, in every format: replay does not apply it, and
+    // a consumer of --json would count it twice.
     let mut seqs: HashMap<String, (u64, Option<u64>)> = HashMap::new();
     for_each_event(&run.log, ctx.read.max_line, |pos, raw, ev| {
         let finding = |kind, reason| Finding {
@@ -71,10 +76,11 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             bad += 1;
             output::warn(&output::finding(&run.log, &finding(kind, reason)));
         }
-        if !step.duplicate {
-            *count += 1;
-            *last = step.keep.or(ev.seq).or(*last);
+        if step.duplicate {
+            return;
         }
+        *count += 1;
+        *last = step.keep.or(ev.seq).or(*last);
         if a.raw {
             out.push_str(&String::from_utf8_lossy(raw));
             out.push('\n');

@@ -86,6 +86,21 @@ impl Ctx {
         Ok(discover::runs_under(&self.root, self.root_named)?)
     }
 
+    /// The inputs of a command over several runs: `paths`, else the root. With no path, a
+    /// root the user named must exist, and the default root not existing gives no input
+    /// (`root::root_exists`): then it says `no runs under ROOT` on stderr, and the command
+    /// shows nothing, as over an empty root.
+    pub fn inputs<P: From<PathBuf>>(&self, paths: Vec<P>) -> anyhow::Result<Vec<P>> {
+        if !paths.is_empty() {
+            return Ok(paths);
+        }
+        if !loopctl_store::root::root_exists(&self.root, self.root_named)? {
+            output::note(no_runs(&self.root).trim_end());
+            return Ok(Vec::new());
+        }
+        Ok(vec![P::from(self.root.clone())])
+    }
+
     pub fn resolve(&self, spec: Option<&str>) -> anyhow::Result<RunRef> {
         self.select(spec, None)
     }

@@ -29,8 +29,8 @@ enum FormatArg {
 Formats: text (default), md (Markdown to paste into an issue), json (stable field names).
 
 Exit codes: 0 report printed; 1 findings in the log under --strict, or a log that holds no
-event; 2 error (usage, missing
-run, unreadable file, no such --run-id). Damaged lines are reported on stderr and skipped.
+event; 2 error (usage, missing run, unreadable file, no such --run-id). Damaged lines are
+reported on stderr and skipped.
 
 Examples:
   loopctl postmortem .ai-factory/evolution/my-task

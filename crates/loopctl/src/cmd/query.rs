@@ -6,16 +6,16 @@ use clap::Args as ClapArgs;
 use loopctl_analytics::{Needs, query};
 
 use super::Ctx;
-use super::tables::{OutArgs, ReadArgs, print_frame, read_for, tables};
-use crate::exit;
+use super::tables::{OutArgs, ReadArgs, exit_code, print_frame, read_for, tables};
 
 /// Run SQL over three tables rebuilt from the logs: `runs` (one row per run), `phases` (one
 /// per phase attempt) and `events` (one per event), through polars' SQL engine.
 /// docs/analytics.md lists every column and its type.
 #[derive(ClapArgs)]
 #[command(after_help = "\
-Exit codes: 0 printed; 2 error (a bad query: polars' message names the offending part; an
-unreadable input under --strict).
+Exit codes: 0 printed (findings in the logs are reported on stderr); 1 under --strict when
+a log has findings (after the output); 2 error (a bad query: polars' message names the
+offending part; an unreadable input under --strict).
 
 Examples:
   loopctl query \"SELECT loop, count(*) AS runs FROM runs WHERE status = 'failed' GROUP BY loop\"
@@ -41,5 +41,5 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let t = tables(&collected)?;
     let mut df = query(&t, &a.sql).map_err(|e| anyhow::anyhow!("query failed: {e}"))?;
     print_frame(&mut df, &a.out)?;
-    Ok(exit::OK)
+    Ok(exit_code(ctx, &collected))
 }

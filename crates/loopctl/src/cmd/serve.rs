@@ -38,8 +38,6 @@ pub struct Args {
     /// given here explicitly.
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
     listen: SocketAddr,
-    #[command(flatten)]
-    series: super::export::SeriesArgs,
     /// How often followed logs are checked when no file notification arrives.
     #[arg(long, default_value = "250ms", value_parser = super::values::positive_duration, value_name = "DURATION")]
     poll: Duration,
@@ -52,6 +50,10 @@ pub struct Args {
     /// $OTEL_METRIC_EXPORT_INTERVAL ms (default 60000), and once on shutdown. docs/otel.md.
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
     otlp_metrics: Option<String>,
+    // Last: its stagnation flags open a help heading of their own, which the options after
+    // them would be listed under.
+    #[command(flatten)]
+    series: super::export::SeriesArgs,
 }
 
 struct Terminal {

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use loopctl_analytics::{Collected, DataFrame, Needs, Options, Tables, collect, format, logs_of};
 
 use super::Ctx;
-use crate::output;
+use crate::{exit, output};
 
 /// How to read the inputs.
 #[derive(ClapArgs)]
@@ -66,21 +66,18 @@ pub fn read(ctx: &Ctx, paths: &[PathBuf], r: &ReadArgs, events: bool) -> anyhow:
 }
 
 /// Reads every log the paths name (default: the root) into the rows `needs` asks for.
-/// Damaged lines are reported (file, line, byte offset, reason) and skipped; unreadable files
-/// are listed, and are an error under --strict.
+/// Findings (damaged lines, torn tails, seq problems) are reported as every reader reports
+/// them, damaged lines skipped (`exit_code` says what they mean under --strict); unreadable
+/// files are listed, and are an error under --strict.
 pub fn read_for(
     ctx: &Ctx,
     paths: &[PathBuf],
     r: &ReadArgs,
     needs: Needs,
 ) -> anyhow::Result<Collected> {
-    let paths = if paths.is_empty() {
-        vec![ctx.root.clone()]
-    } else {
-        paths.to_vec()
-    };
+    let paths = ctx.inputs(paths.to_vec())?;
     let (logs, mut bad) = logs_of(&paths);
-    if logs.is_empty() && bad.is_empty() {
+    if logs.is_empty() && bad.is_empty() && !paths.is_empty() {
         let named: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         output::warn(&format!(
             "no run folder or log in {}: the tables are empty",
@@ -108,7 +105,7 @@ pub fn read_for(
         bar.set_message(format!("{files}/{n} files"));
     })?;
     bar.finish_and_clear();
-    report_damage(&c);
+    report_findings(&c);
     bad.append(&mut c.unreadable);
     for (p, why) in &bad {
         output::warn(&format!("cannot read {}: {why}", p.display()));
@@ -120,34 +117,39 @@ pub fn read_for(
     Ok(c)
 }
 
-fn report_damage(c: &Collected) {
+/// Replay's findings as every reader says them (`file:line: byte N: kind: reason`), the first
+/// `SHOWN`, then how many there are.
+fn report_findings(c: &Collected) {
     const SHOWN: usize = 20;
-    for d in c.damaged.iter().take(SHOWN) {
-        output::warn(&format!(
-            "{}:{}: byte {}: damaged line skipped: {}",
-            d.file.display(),
-            d.line,
-            d.offset,
-            d.reason
-        ));
+    for f in c.findings.iter().take(SHOWN) {
+        output::warn(&output::finding(&f.file, &f.finding));
     }
-    if !c.damaged.is_empty() {
-        let more = c.damaged.len().saturating_sub(SHOWN);
+    if !c.findings.is_empty() {
+        let more = c.findings.len().saturating_sub(SHOWN);
         let tail = if more > 0 {
             format!(" ({more} not shown; `loopctl check FILE` lists them)")
         } else {
             String::new()
         };
+        let files: std::collections::BTreeSet<_> = c.findings.iter().map(|f| &f.file).collect();
         output::note(&format!(
-            "{} damaged line(s) skipped in {} file(s){tail}",
-            c.damaged.len(),
-            c.damaged
-                .iter()
-                .map(|d| &d.file)
-                .collect::<std::collections::BTreeSet<_>>()
-                .len()
+            "{} finding(s) in {} file(s){tail}",
+            c.findings.len(),
+            files.len()
         ));
     }
+}
+
+/// The exit code once the output is printed: findings under `--strict` are exit 1.
+pub fn exit_code(ctx: &Ctx, c: &Collected) -> u8 {
+    let strict_findings = ctx.strict && !c.findings.is_empty();
+    if strict_findings {
+        output::error(&format!(
+            "{} finding(s) in the logs (--strict)",
+            c.findings.len()
+        ));
+    }
+    exit::of_reading(false, false, strict_findings)
 }
 
 /// A bar over `total` bytes on a terminal; hidden when `quiet` or stderr is not a terminal.

@@ -1,6 +1,6 @@
 //! `loopctl tail`: follow live runs, one line per event, for people (`--json` for scripts).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,10 +9,10 @@ use anyhow::Context;
 use clap::Args as ClapArgs;
 use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::decode::event::{Event, Kind};
-use loopctl_core::decode::lines::{LineText, Pos, decode};
+use loopctl_core::decode::lines::Pos;
 use loopctl_core::fold::live_runs::LiveRuns;
-use loopctl_core::fold::replay::{Finding, FindingKind};
-use loopctl_core::fold::{Damage, Line, Projection};
+use loopctl_core::fold::replay::{Finding, FindingKind, seq_step};
+use loopctl_core::fold::{Damage, Line, Projection, feed};
 use loopctl_core::{Ts, parse_line};
 use loopctl_follow::{Follower, Item, Start, tail_offset};
 use loopctl_store::discover::{self, LOG_NAME};
@@ -25,6 +25,12 @@ use crate::output;
 /// Follow one or more runs as they happen: one line per event. RUN may be a run folder, a log
 /// file of any dialect, a run id or alias, or a root folder (runs that appear in it later are
 /// picked up). With no RUN: the active run (current.json), else the newest run under the root.
+///
+/// Findings are reported on stderr as every reader reports them (file:line: byte N: kind:
+/// reason): damaged lines are skipped, and so is a line repeating its run's last seq (replay
+/// does not apply it), in every format. With --no-follow the bytes after the last newline are
+/// the last line: an event, or a torn tail; when following, they wait for their newline. Under
+/// --strict, findings make the exit code 1 once tail ends (unless --until-done gives another).
 #[derive(ClapArgs)]
 #[command(after_help = "\
 Examples:
@@ -128,6 +134,9 @@ struct Log {
     runs: BTreeSet<String>,
     /// The one run of the log to follow, when RUN named it (a run id or alias).
     only: Option<String>,
+    /// Whether it is read from its start (or the part before the window was folded): else a
+    /// run's first event seen cannot be judged by its seq.
+    whole: bool,
 }
 
 struct Tail {
@@ -144,6 +153,10 @@ struct Tail {
     status: Option<indicatif::ProgressBar>,
     /// Longer lines are reported and skipped, as every reader does (`--max-line-bytes`).
     max_line: usize,
+    /// Per log and run: events applied and last seq, for replay's seq checks.
+    seqs: HashMap<(usize, String), (u64, Option<u64>)>,
+    /// Findings reported (`--strict` makes them exit 1).
+    findings: usize,
 }
 
 #[derive(PartialEq, Clone, Copy)]
@@ -153,39 +166,59 @@ enum Mode {
     Raw,
 }
 
+/// A line of a followed log, decoded and parsed as every reader does (`fold::feed`).
+struct Live<'t> {
+    tail: &'t mut Tail,
+    log: usize,
+    raw: &'t [u8],
+}
+
+impl Projection for Live<'_> {
+    fn event(&mut self, line: Line, ev: &Event<'_>) {
+        self.tail.parsed(self.log, line.pos, self.raw, ev, false);
+    }
+    fn damaged(&mut self, line: Line, damage: &Damage) {
+        let (kind, reason) = damage.finding(&line);
+        self.tail.damaged(self.log, line.pos, kind, &reason);
+    }
+}
+
 impl Tail {
-    fn event(&mut self, log: usize, pos: Pos, raw: &[u8], quiet: bool) {
+    /// A line of log `log`; `terminated` false for the bytes after its last newline.
+    fn event(&mut self, log: usize, pos: Pos, raw: &[u8], terminated: bool) {
+        let line = Line {
+            pos,
+            len: raw.len() as u64,
+            terminated,
+        };
         if raw.len() > self.max_line {
-            let line = Line {
-                pos,
-                len: raw.len() as u64,
-                terminated: true,
-            };
             let (kind, reason) = Damage::Oversize.finding(&line);
             return self.damaged(log, pos, kind, &reason);
         }
-        let text = match decode(pos, raw) {
-            LineText::Blank => return,
-            LineText::Text(t) => t,
-            LineText::NotUtf8(reason) => {
-                return self.damaged(log, pos, FindingKind::BadLine, &reason);
-            }
-        };
-        let ev = match parse_line(text) {
-            Ok(ev) => ev,
-            Err(e) => return self.damaged(log, pos, FindingKind::BadLine, &e.to_string()),
-        };
-        self.parsed(log, raw, &ev, quiet);
+        feed(
+            &mut Live {
+                tail: self,
+                log,
+                raw,
+            },
+            line,
+            raw,
+            None,
+        );
     }
 
-    /// `event` once the line is parsed.
-    fn parsed(&mut self, log: usize, raw: &[u8], ev: &Event<'_>, quiet: bool) {
+    /// `event` once the line is parsed. A line repeating its run's last seq is reported and
+    /// skipped, as replay skips it.
+    fn parsed(&mut self, log: usize, pos: Pos, raw: &[u8], ev: &Event<'_>, quiet: bool) {
         let key = ev
             .run_id
             .as_deref()
             .unwrap_or(&self.logs[log].name)
             .to_string();
         if self.logs[log].only.as_ref().is_some_and(|o| *o != key) {
+            return;
+        }
+        if self.seq_duplicate(log, pos, &key, ev.seq) {
             return;
         }
         let new_iteration = self.runs.apply(&key, ev);
@@ -262,8 +295,29 @@ impl Tail {
         }
     }
 
+    /// Replay's seq checks for an event of run `key` of log `log`, its finding reported;
+    /// whether the event repeats the run's last seq (then it is not applied).
+    fn seq_duplicate(&mut self, log: usize, pos: Pos, key: &str, seq: Option<u64>) -> bool {
+        let whole = self.logs[log].whole;
+        let (count, last) = self
+            .seqs
+            .entry((log, key.to_string()))
+            // Mid-file, a run's first event seen is not its first: no "first event" gap.
+            .or_insert((u64::from(!whole), None));
+        let step = seq_step(*count, *last, seq);
+        if !step.duplicate {
+            *count += 1;
+            *last = step.keep.or(seq).or(*last);
+        }
+        if let Some((kind, reason)) = step.finding {
+            self.damaged(log, pos, kind, &reason);
+        }
+        step.duplicate
+    }
+
     /// Says it as every reader does (`file:line: byte N: kind: reason`), naming the log file.
     fn damaged(&mut self, log: usize, pos: Pos, kind: FindingKind, reason: &str) {
+        self.findings += 1;
         let f = Finding {
             line: pos.line,
             offset: pos.offset,
@@ -279,7 +333,7 @@ impl Tail {
             let kind = output::kind(&f);
             format!("{}: byte {}: {kind}: {reason}", path.display(), pos.offset)
         };
-        output::warn(&format!("{text} (skipped)"));
+        output::warn(&text);
     }
 }
 
@@ -290,8 +344,8 @@ struct Before<'t> {
 }
 
 impl Projection for Before<'_> {
-    fn event(&mut self, _line: Line, ev: &Event<'_>) {
-        self.tail.parsed(self.log, &[], ev, true);
+    fn event(&mut self, line: Line, ev: &Event<'_>) {
+        self.tail.parsed(self.log, line.pos, &[], ev, true);
     }
     fn damaged(&mut self, line: Line, damage: &Damage) {
         let (kind, reason) = damage.finding(&line);
@@ -353,6 +407,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         write_error: None,
         status: None,
         max_line: ctx.read.max_line,
+        seqs: HashMap::new(),
+        findings: 0,
     };
     if mode == Mode::Human && !a.no_follow && std::io::stdout().is_terminal() {
         let pb = indicatif::ProgressBar::new_spinner();
@@ -385,6 +441,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             path: path.clone(),
             runs: BTreeSet::new(),
             only: only.clone(),
+            whole: true,
         };
         let max_line = ctx.read.max_line;
         add_log(
@@ -405,79 +462,109 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 line,
                 offset,
                 text,
-            } => tail.event(source, Pos { line, offset }, &text, false),
+            } => tail.event(source, Pos { line, offset }, &text, true),
             Item::Notice { source, text } => {
                 output::note(&format!("{}: {text}", tail.logs[source].name))
             }
             Item::Gone { .. } => {}
         });
     };
-    pump(&mut tail, &mut follower);
-    loop {
-        if let Some(code) = tail.output_ended(&follower)? {
-            return Ok(code);
-        }
-        if a.until_done
-            && let Some(code) = done_code(&tail, &files)
-        {
-            return Ok(code.clamp(0, 255) as u8);
-        }
-        if a.until_done && a.no_follow {
-            output::note("the run has not ended (--until-done with --no-follow): exit 1");
-            return Ok(crate::exit::FINDINGS);
-        }
+    let mut follow = || -> anyhow::Result<u8> {
+        pump(&mut tail, &mut follower);
         if a.no_follow {
-            return Ok(crate::exit::OK);
-        }
-        if a.until_done && !tail.abandoned().is_empty() {
-            // Whatever its runner wrote before it let go of the lock, then the verdict.
-            pump(&mut tail, &mut follower);
-            if let Some(code) = done_code(&tail, &files) {
-                return Ok(code.clamp(0, 255) as u8);
-            }
-            for run in tail.abandoned() {
-                output::warn(&format!(
-                    "{run} will not end: its runner is gone (interrupted); `loopctl resume {run}` continues it"
-                ));
-            }
-            return Ok(crate::exit::FINDINGS);
-        }
-        if follower.live_sources() == 0 && roots.is_empty() {
-            output::note("nothing left to follow");
-            return Ok(crate::exit::OK);
-        }
-        follower.wait();
-        if let Some(code) = tail.output_ended(&follower)? {
-            return Ok(code);
-        }
-        for root in &roots {
-            for r in discover::list_runs(root).unwrap_or_default() {
-                if known.insert(r.log.clone()) {
-                    output::note(&format!("new run {}", r.name));
-                    let log = Log {
-                        name: r.name.clone(),
-                        path: r.log.clone(),
-                        runs: BTreeSet::new(),
-                        only: None,
-                    };
-                    let max_line = ctx.read.max_line;
-                    add_log(
-                        &mut tail,
-                        &mut follower,
-                        &r.log,
-                        log,
-                        usize::MAX,
-                        false,
-                        max_line,
-                    )?;
+            // A single look: the bytes after the last newline are the log's last line, whole or
+            // torn (when following, its writer may still be writing it).
+            for item in follower.unterminated() {
+                if let Item::Line {
+                    source,
+                    line,
+                    offset,
+                    text,
+                } = item
+                {
+                    tail.event(source, Pos { line, offset }, &text, false);
                 }
             }
         }
-        pump(&mut tail, &mut follower);
-    }
+        loop {
+            if let Some(code) = tail.output_ended(&follower)? {
+                return Ok(code);
+            }
+            if a.until_done
+                && let Some(code) = done_code(&tail, &files)
+            {
+                return Ok(code.clamp(0, 255) as u8);
+            }
+            if a.until_done && a.no_follow {
+                output::note("the run has not ended (--until-done with --no-follow): exit 1");
+                return Ok(crate::exit::FINDINGS);
+            }
+            if a.no_follow {
+                return Ok(crate::exit::OK);
+            }
+            if a.until_done && !tail.abandoned().is_empty() {
+                // Whatever its runner wrote before it let go of the lock, then the verdict.
+                pump(&mut tail, &mut follower);
+                if let Some(code) = done_code(&tail, &files) {
+                    return Ok(code.clamp(0, 255) as u8);
+                }
+                for run in tail.abandoned() {
+                    output::warn(&format!(
+                        "{run} will not end: its runner is gone (interrupted); `loopctl resume {run}` continues it"
+                    ));
+                }
+                return Ok(crate::exit::FINDINGS);
+            }
+            if follower.live_sources() == 0 && roots.is_empty() {
+                output::note("nothing left to follow");
+                return Ok(crate::exit::OK);
+            }
+            follower.wait();
+            if let Some(code) = tail.output_ended(&follower)? {
+                return Ok(code);
+            }
+            for root in &roots {
+                for r in discover::list_runs(root).unwrap_or_default() {
+                    if known.insert(r.log.clone()) {
+                        output::note(&format!("new run {}", r.name));
+                        let log = Log {
+                            name: r.name.clone(),
+                            path: r.log.clone(),
+                            runs: BTreeSet::new(),
+                            only: None,
+                            whole: true,
+                        };
+                        let max_line = ctx.read.max_line;
+                        add_log(
+                            &mut tail,
+                            &mut follower,
+                            &r.log,
+                            log,
+                            usize::MAX,
+                            false,
+                            max_line,
+                        )?;
+                    }
+                }
+            }
+            pump(&mut tail, &mut follower);
+        }
+    };
+    let code = follow()?;
+    Ok(tail.exit_code(ctx.strict, code))
 }
 
 impl Tail {
+    /// `code`, or under `--strict` the findings code when there were findings and nothing
+    /// else to say.
+    fn exit_code(&self, strict: bool, code: u8) -> u8 {
+        if code != crate::exit::OK || !strict || self.findings == 0 {
+            return code;
+        }
+        output::error(&format!("{} finding(s) (--strict)", self.findings));
+        crate::exit::of_reading(false, false, true)
+    }
+
     /// The unfinished runs of logs whose runner is gone (a free lock: killed, crashed): they
     /// cannot end until someone resumes or stops them.
     fn abandoned(&self) -> Vec<String> {
@@ -528,10 +615,14 @@ fn add_log(
         .with_context(|| format!("reading {}", path.display()))?
     };
     let index = tail.logs.len();
-    tail.logs.push(log);
     // Run states before the window: --until-done needs the verdict, the human format its
     // iteration headers. --json and --raw need neither, so for them -n reads only the window.
-    if start > 0 && (replay || tail.mode == Mode::Human) {
+    let fold_before = start > 0 && (replay || tail.mode == Mode::Human);
+    tail.logs.push(Log {
+        whole: start == 0 || fold_before,
+        ..log
+    });
+    if fold_before {
         let mut before = Before { tail, log: index };
         fold_prefix(path, start, max_line, &mut before)?; // store errors name the file
     }

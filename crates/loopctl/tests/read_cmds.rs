@@ -1,0 +1,313 @@
+//! The read commands agree with each other: `--strict` and findings, how a damaged line or a
+//! repeated seq is said and shown, a missing default root, and numbers on the command line.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use loopctl_tests::repo;
+
+fn loopctl() -> Command {
+    let mut c = Command::cargo_bin("loopctl").unwrap();
+    c.env_remove("LOOPCTL_ROOT").env("NO_COLOR", "1");
+    c
+}
+
+fn fixture(name: &str) -> PathBuf {
+    repo().join("fixtures").join(name)
+}
+
+/// (exit code, stdout, stderr) of `loopctl args`.
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = loopctl().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The read commands over several logs, and `tail`, honour `--strict` as the others do: the
+/// output printed, each finding said as `file:line: byte N: kind: reason`, then exit 1.
+#[test]
+fn strict_makes_every_read_command_exit_1_after_its_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    // One finding each fixture has, as `check` names it.
+    let cases = [
+        ("bad-middle", ":2: byte 167: bad_line: not valid JSON"),
+        (
+            "seq-problems",
+            ":5: byte 503: seq_duplicate: seq 5 repeats the previous event's",
+        ),
+    ];
+    for (name, finding) in cases {
+        let dir = fixture(name);
+        let log = dir.join("history.jsonl");
+        let want = format!("{}{finding}", log.display());
+        let lake = tmp.path().join(name);
+        let mut commands: Vec<Vec<&str>> = vec![vec!["tail", s(&dir), "--no-follow"]];
+        if cfg!(feature = "analytics") {
+            commands.extend([
+                vec!["aggregate", s(&dir)],
+                vec!["query", "select count(*) as n from runs", s(&dir)],
+                vec!["export", "parquet", s(&dir), "--out", s(&lake)],
+            ]);
+        }
+        for args in commands {
+            let (code, out, err) = run(&args);
+            assert_eq!(code, 0, "{args:?}: {err}");
+            assert!(err.contains(&want), "{args:?}: {err}");
+            let strict: Vec<&str> = ["--strict"].into_iter().chain(args.clone()).collect();
+            let (code, strict_out, err) = run(&strict);
+            assert_eq!(code, 1, "{strict:?}: {err}");
+            assert!(err.contains(&want), "{strict:?}: {err}");
+            assert!(err.contains("(--strict)"), "{strict:?}: {err}");
+            assert!(!strict_out.is_empty(), "{strict:?}: nothing printed");
+            // The same output, findings or not (export names what it wrote the first time).
+            if args[0] != "export" {
+                assert_eq!(strict_out, out, "{args:?}");
+            }
+        }
+    }
+}
+
+/// A copy of healthy-native whose line 12 is written twice (`sed -i 12p`): its folder, the
+/// lines of the original, and the finding every reader reports for line 13.
+fn repeated_seq() -> (tempfile::TempDir, PathBuf, Vec<String>, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    std::fs::create_dir(&dir).unwrap();
+    let log = dir.join("history.jsonl");
+    let text = std::fs::read_to_string(fixture("healthy-native/history.jsonl")).unwrap();
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut copy: String = lines[..12].iter().map(|l| format!("{l}\n")).collect();
+    let offset = copy.len();
+    copy += &format!("{}\n", lines[11]);
+    copy += &lines[12..]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>();
+    std::fs::write(&log, &copy).unwrap();
+    let dup = format!(
+        "{}:13: byte {offset}: seq_duplicate: seq 12 repeats the previous event's",
+        log.display()
+    );
+    (tmp, dir, lines, dup)
+}
+
+/// The seqs of NDJSON events.
+fn seqs(ndjson: &str) -> Vec<u64> {
+    ndjson
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// `tail --no-follow` checks seqs as replay does: a line repeating its run's last seq is
+/// reported and not printed (replay does not apply it), in every format; a torn last line is
+/// reported as a torn tail. Started mid-file (`-n`), a run's first event seen is no gap.
+#[test]
+fn tail_reports_a_repeated_seq_and_a_torn_tail_and_skips_the_repeat() {
+    let (_tmp, dir, lines, dup) = repeated_seq();
+    for format in [&["--json"][..], &["--raw"], &[]] {
+        let mut args = vec!["tail", s(&dir), "--no-follow", "-n", "100"];
+        args.extend(format);
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(err.contains(&dup), "{args:?}: {err}");
+        if !format.is_empty() {
+            // One line per event (the human format adds iteration headers).
+            assert_eq!(out.lines().count(), lines.len(), "{args:?}: {out}");
+        }
+        if format == ["--json"] {
+            let seqs: Vec<u64> = out
+                .lines()
+                .map(|l| {
+                    serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                        .as_u64()
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
+        }
+        let strict: Vec<&str> = ["--strict"].into_iter().chain(args.clone()).collect();
+        assert_eq!(run(&strict).0, 1, "{strict:?}");
+    }
+    // Mid-file, in a format that does not read the part before the window.
+    let (code, _, err) = run(&[
+        "--strict",
+        "tail",
+        s(&dir),
+        "--no-follow",
+        "-n",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // A torn last line, said as `check` says it.
+    let torn = fixture("torn-tail");
+    let (code, _, err) = run(&["tail", s(&torn), "--no-follow", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let want = format!(
+        "{}:5: byte 738: torn_tail: not valid JSON",
+        torn.join("history.jsonl").display()
+    );
+    assert!(err.contains(&want), "{err}");
+    assert_eq!(run(&["--strict", "tail", s(&torn), "--no-follow"]).0, 1);
+    // A complete last line without its newline is an event, as replay takes it.
+    let (code, out, err) = run(&[
+        "--strict",
+        "tail",
+        s(&fixture("unterminated-valid")),
+        "--no-follow",
+        "--json",
+        "-n",
+        "100",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines = std::fs::read_to_string(fixture("unterminated-valid/history.jsonl")).unwrap();
+    assert_eq!(out.lines().count(), lines.lines().count(), "{out}");
+}
+
+/// `history` shows a repeated seq as `tail` does: reported, not printed, in every format, so
+/// an NDJSON consumer does not count the event twice.
+#[test]
+fn history_skips_a_repeated_seq_as_replay_does() {
+    let (_tmp, dir, lines, dup) = repeated_seq();
+    for format in [&["--json"][..], &["--raw"], &[]] {
+        let mut args = vec!["history", s(&dir)];
+        args.extend(format);
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(err.contains(&dup), "{args:?}: {err}");
+        if !format.is_empty() {
+            assert_eq!(out.lines().count(), lines.len(), "{args:?}: {out}");
+        }
+        if format == ["--json"] {
+            assert_eq!(seqs(&out), (1..=lines.len() as u64).collect::<Vec<_>>());
+        }
+    }
+}
+
+/// `aggregate --by` over runs: columns (and so --json's keys) in the order
+/// docs/analytics.md lists them, `success_rate` right after `passed`.
+#[cfg(feature = "analytics")]
+#[test]
+fn aggregate_by_loop_columns_follow_the_documented_order() {
+    let (code, out, err) = run(&[
+        "aggregate",
+        "--by",
+        "loop",
+        "--json",
+        s(&fixture("healthy-native")),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let keys = [
+        "loop",
+        "runs",
+        "ended",
+        "passed",
+        "success_rate",
+        "iterations_mean",
+        "duration_p50_ms",
+        "duration_p95_ms",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+    ];
+    let at: Vec<usize> = keys
+        .iter()
+        .map(|k| {
+            out.find(&format!("\"{k}\":"))
+                .unwrap_or_else(|| panic!("{k}: {out}"))
+        })
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{out}");
+    let (_, csv, _) = run(&[
+        "aggregate",
+        "--by",
+        "loop",
+        "--format",
+        "csv",
+        s(&fixture("healthy-native")),
+    ]);
+    assert_eq!(csv.lines().next(), Some(keys.join(",").as_str()), "{csv}");
+}
+
+/// A line holding a NUL byte gets one reason from every reader (docs/events.md §6).
+#[test]
+fn every_reader_names_a_nul_byte() {
+    let dir = fixture("bad-middle");
+    let want = format!(
+        "{}:6: byte 691: bad_line: NUL byte at byte 97 of the line (not valid JSON: control character in string at byte 97)",
+        dir.join("history.jsonl").display()
+    );
+    for args in [
+        vec!["check", s(&dir)],
+        vec!["history", s(&dir)],
+        vec!["tail", s(&dir), "--no-follow"],
+        vec!["status", s(&dir)],
+    ] {
+        let (_, out, err) = run(&args);
+        assert!(
+            out.contains(&want) || err.contains(&want),
+            "{args:?}: {out}{err}"
+        );
+    }
+}
+
+/// In a folder where nothing was run, every command over the root answers as over an empty
+/// root: `no runs under .loopctl`, nothing shown, exit 0 (`--strict` too). A root the user
+/// names must exist: exit 2, naming it.
+#[test]
+fn a_missing_default_root_holds_no_run_for_every_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lake = tmp.path().join("lake");
+    let mut commands: Vec<Vec<&str>> = vec![
+        vec!["list"],
+        vec!["status"],
+        vec!["stagnation"],
+        vec!["export", "prometheus"],
+        // Nothing to send: no connection is tried.
+        vec!["export", "otel", "--endpoint", "http://127.0.0.1:9"],
+    ];
+    if cfg!(feature = "analytics") {
+        commands.extend([
+            vec!["aggregate"],
+            vec!["query", "select count(*) as n from runs"],
+            vec!["export", "parquet", "--out", s(&lake)],
+        ]);
+    }
+    for args in &commands {
+        for strict in [false, true] {
+            let out = loopctl()
+                .current_dir(tmp.path())
+                .args(strict.then_some("--strict"))
+                .args(args)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {text}");
+            assert!(text.contains("no runs under .loopctl"), "{args:?}: {text}");
+            assert!(!text.contains("cannot read"), "{args:?}: {text}");
+        }
+        let out = loopctl()
+            .current_dir(tmp.path())
+            .args(["--root", "nope"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?} --root nope: {err}");
+        assert!(err.contains("no root folder nope"), "{args:?}: {err}");
+    }
+    assert!(!tmp.path().join(".loopctl").exists());
+}
