@@ -1,7 +1,6 @@
 //! Finding the logs under the roots, replaying them into a `MetricState`, and the one-shot
 //! textfile export (node_exporter's textfile collector format, written atomically).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use loopctl_store::StoreError;
@@ -286,7 +285,8 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<(), ExportError> {
         path: path.to_path_buf(),
         cause,
     };
-    let mut f = atomic_write_file::AtomicWriteFile::open(path).map_err(io)?;
-    f.write_all(text.as_bytes()).map_err(io)?;
-    f.commit().map_err(io)
+    loopctl_store::snapshot::write_atomic(path, text).map_err(|e| match e {
+        loopctl_store::StoreError::Io { cause, .. } => io(cause),
+        other => io(std::io::Error::other(other.to_string())),
+    })
 }

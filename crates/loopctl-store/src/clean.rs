@@ -132,7 +132,7 @@ fn entries(dir: &Path) -> Result<Vec<(PathBuf, String, bool)>> {
 /// state files of its log's other runs (`<run_id>.run.json`, beside `run.json`).
 fn is_run_file(name: &str, states: &[String]) -> bool {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    // A state file, its damaged copies, an interrupted atomic write of it (atomic-write-file's
+    // A state file, its damaged copies, an interrupted atomic write of it (`write_atomic`'s
     // temporary: `.<name>.` and six letters or digits).
     let state_copy = |state: &str| {
         name == state

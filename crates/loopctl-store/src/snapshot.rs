@@ -456,55 +456,24 @@ pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let (tmp, mut file) = temp_beside(path, dir)?;
+    // `.<name>.XXXXXX`: the form `clean` knows. Dropped (so removed) on any failure.
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .rand_bytes(6)
+        .tempfile_in(dir)
+        .map_err(io_err(path))?;
     let written = (|| {
-        file.write_all(contents.as_bytes())?;
+        tmp.write_all(contents.as_bytes())?;
         if let Some(mode) = mode {
-            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(mode))?;
         }
-        file.sync_all()?;
-        drop(file);
-        std::fs::rename(&tmp, path)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
         File::open(dir)?.sync_all()
     })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
     written.map_err(io_err(path))
-}
-
-/// A new file `.<name>.XXXXXX` (six letters or digits, the form `clean` knows) in `dir`.
-fn temp_beside(path: &Path, dir: &Path) -> Result<(PathBuf, File)> {
-    use std::hash::{BuildHasher, Hasher};
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let mut last = None;
-    for _ in 0..100 {
-        // A random suffix from std's per-process random hasher keys.
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        let mut n = h.finish();
-        let suffix: String = (0..6)
-            .map(|_| {
-                let c = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                    [(n % 62) as usize];
-                n /= 62;
-                c as char
-            })
-            .collect();
-        let tmp = dir.join(format!(".{name}.{suffix}"));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-        {
-            Ok(f) => return Ok((tmp, f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(io_err(path)(e)),
-        }
-    }
-    Err(io_err(path)(last.unwrap_or_else(|| {
-        std::io::Error::other("no free temporary name")
-    })))
 }
 
 /// Keeps a prior `run.json` aside as `run.json.damaged` (`.damaged.2`, ... when taken), never

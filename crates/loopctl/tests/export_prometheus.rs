@@ -76,6 +76,18 @@ fn export_exit_codes_count_every_finding_and_a_log_with_no_event_and_runs_go_by_
     let (code, _, err) = export(&[&args[..], &[nowhere.as_os_str(), log.as_os_str()]].concat());
     assert_eq!(code, Some(2), "{err}");
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    // A folder in the textfile's way: refused, and no temporary file left beside it.
+    let folder = tmp.path().join("in-the-way.prom");
+    std::fs::create_dir(&folder).unwrap();
+    let (code, _, err) = export(&[&args[..], &[folder.as_os_str(), log.as_os_str()]].concat());
+    assert_eq!(code, Some(2), "{err}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with(".in-the-way.prom."))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let args = ["serve", "--listen", &addr].map(std::ffi::OsStr::new);
