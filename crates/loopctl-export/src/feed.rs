@@ -103,7 +103,15 @@ struct Lines<'a, R: FnMut(Damage)> {
 impl<R: FnMut(Damage)> Projection for Lines<'_, R> {
     fn event(&mut self, line: Line, ev: &Event<'_>) {
         self.feed.begin(self.m, line);
-        self.m.apply(self.feed.source, ev);
+        if let Some((kind, reason)) = self.m.apply(self.feed.source, ev) {
+            (self.report)(Damage {
+                source: self.feed.source,
+                line: line.pos.line,
+                offset: line.pos.offset,
+                kind,
+                reason,
+            });
+        }
         self.feed.next_offset = line.end();
     }
 

@@ -628,10 +628,11 @@ impl MetricState {
         self.bump_source(source, key, Delta::Count(sign));
     }
 
-    /// Folds one event of a log.
-    pub fn apply(&mut self, source: SourceId, ev: &Event<'_>) {
+    /// Folds one event of a log; returns the seq finding it makes (counted already), for the
+    /// caller to report with the event's line.
+    pub fn apply(&mut self, source: SourceId, ev: &Event<'_>) -> Option<(FindingKind, String)> {
         let Some(Some(src)) = self.sources.get_mut(source) else {
-            return;
+            return None;
         };
         // Out of `self` while it folds (no remove and insert per event); nothing below reads
         // the log's runs or name through `self`.
@@ -704,6 +705,7 @@ impl MetricState {
             src.name = name;
             src.runs = runs;
         }
+        step.finding
     }
 
     fn add(&mut self, run: &mut RunMetrics, key: Key, d: Delta) {

@@ -95,18 +95,19 @@ struct Http {
     paths: Arc<Mutex<HashMap<SourceId, PathBuf>>>,
 }
 
-fn damage_text(log: &std::path::Path, d: &Damage) -> String {
+/// `file:line: byte N: kind: reason`, as every command reports a finding.
+pub fn damage_text(log: &std::path::Path, d: &Damage) -> String {
     let line = if d.line > 0 {
-        format!("line {}, ", d.line)
+        format!(":{}", d.line)
     } else {
         String::new()
     };
     format!(
-        "{}: {line}byte {}: {} ({}); skipped",
+        "{}{line}: byte {}: {}: {}",
         log.display(),
         d.offset,
-        d.reason,
-        crate::model::finding_label(d.kind)
+        crate::model::finding_label(d.kind),
+        d.reason
     )
 }
 

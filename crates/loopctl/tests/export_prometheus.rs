@@ -70,6 +70,15 @@ fn export_exit_codes_count_every_finding_and_a_log_with_no_event_and_runs_go_by_
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("nosuch"), "{err}");
 
+    // Seq findings are reported with their line, as `check` reports them.
+    let seq = loopctl_tests::repo().join("fixtures/seq-problems");
+    let (code, _, err) = export(&["export".as_ref(), "prometheus".as_ref(), seq.as_os_str()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("history.jsonl:6: byte 676: seq_reorder: seq 4 after seq 5"),
+        "{err}"
+    );
+
     // An error says its cause once.
     let nowhere = tmp.path().join("no/such/folder/loopctl.prom");
     let args = ["export", "prometheus", "--textfile"].map(std::ffi::OsStr::new);

@@ -758,3 +758,22 @@ fn an_agents_usage_becomes_the_phase_spans_gen_ai_attributes_live_and_replayed()
     }
     assert_eq!(shapes(&live), shapes(&export(&[&log_of(&s)])));
 }
+
+/// Every finding `replay` finds is reported as the other commands report it, and counts under
+/// `--strict`: seq problems too, not only damaged lines.
+#[test]
+fn seq_problems_are_reported_and_fail_strict() {
+    let (_, err) = export_with_stderr(&[&fixture("seq-problems")]);
+    assert!(
+        err.contains("history.jsonl:4: byte 330: seq_gap: seq jumps from 3 to 5"),
+        "{err}"
+    );
+    let r = Receiver::start();
+    let out = loopctl()
+        .args(["--strict", "export", "otel", "--endpoint", &r.base])
+        .arg(fixture("seq-problems"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!r.spans().is_empty(), "the spans are sent all the same");
+}

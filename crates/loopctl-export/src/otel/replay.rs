@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use loopctl_core::fold::{Damage, Line};
+use loopctl_core::{Finding, Replay};
 use loopctl_store::discover::RunRef;
 use loopctl_store::fold::fold_runs;
 use loopctl_store::read::ReadOptions;
@@ -33,21 +33,24 @@ pub struct Exported {
     pub untimed: Vec<(PathBuf, String)>,
 }
 
-/// Folds every log and sends its spans; `damaged` hears of each line that is no event. Stops
-/// at the first failed request (the collector's answer or its absence is the error).
+/// Folds every log and sends its spans; `finding` hears of each finding about a log, as
+/// `replay` finds them (damaged lines, torn tails, seq problems). Stops at the first failed
+/// request (the collector's answer or its absence is the error).
 pub fn export(
     logs: &[RunRef],
     opts: &ReadOptions,
     sender: &Sender,
-    damaged: &mut impl FnMut(&PathBuf, &Line, &Damage),
+    finding: &mut impl FnMut(&PathBuf, &Finding),
 ) -> Result<Exported, ExportError> {
     let mut done = Exported::default();
     for chunk in logs.chunks(LOGS_AT_ONCE) {
-        let folded = fold_runs(chunk, opts, |r| OtelRuns::new(&r.name));
+        let folded = fold_runs(chunk, opts, |r| {
+            (OtelRuns::new(&r.name), Replay::new(&r.name))
+        });
         for (r, f) in chunk.iter().zip(folded) {
-            let runs = f?;
-            for (line, d) in runs.damaged() {
-                damaged(&r.log, line, d);
+            let (runs, replay) = f?;
+            for f in &replay.finish().findings {
+                finding(&r.log, f);
             }
             let untimed: Vec<String> = runs.untimed().into_iter().map(str::to_string).collect();
             done.untimed

@@ -133,16 +133,10 @@ fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
         .collect();
     let runs = otel::replay::runs(&specs, |s| ctx.resolve(Some(s)))?;
     let sender = otel::Sender::new(&otel::Config::from_env(a.endpoint.as_deref()))?;
-    let mut damaged = 0usize;
-    let done = otel::replay::export(&runs, &ctx.read, &sender, &mut |log, line, d| {
-        damaged += 1;
-        let (_, reason) = d.finding(line);
-        output::warn(&format!(
-            "{}:{}: byte {}: {reason}; skipped",
-            log.display(),
-            line.pos.line,
-            line.pos.offset
-        ));
+    let mut findings = 0usize;
+    let done = otel::replay::export(&runs, &ctx.read, &sender, &mut |log, f| {
+        findings += 1;
+        output::warn(&output::finding(log, f));
     })?;
     for (log, run) in &done.untimed {
         output::warn(&format!(
@@ -163,8 +157,8 @@ fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
             sender.url()
         ));
     }
-    if ctx.strict && damaged > 0 {
-        output::error(&format!("{damaged} damaged line(s) (--strict)"));
+    if ctx.strict && findings > 0 {
+        output::error(&format!("{findings} finding(s) in the logs (--strict)"));
         return Ok(exit::FINDINGS);
     }
     Ok(exit::OK)
@@ -189,17 +183,7 @@ fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
     let logs = textfile::maybe_logs(&paths)?;
     let options = a.series.options()?;
     let state = textfile::replay_with(&logs, options, &ctx.read, &mut |log, d| {
-        let line = if d.line > 0 {
-            format!(":{}", d.line)
-        } else {
-            String::new()
-        };
-        output::warn(&format!(
-            "{}{line}: byte {}: {}; skipped",
-            log.log.display(),
-            d.offset,
-            d.reason
-        ));
+        output::warn(&loopctl_export::serve::damage_text(&log.log, &d));
     })?;
     let mut state = state;
     for n in state.take_notices() {
