@@ -777,3 +777,32 @@ fn seq_problems_are_reported_and_fail_strict() {
     assert_eq!(out.status.code(), Some(1));
     assert!(!r.spans().is_empty(), "the spans are sent all the same");
 }
+
+/// A phase whose start no event gives is a point at its end: no duration made up from the
+/// session's start (postmortem and the metrics give it none either).
+#[test]
+fn a_phase_with_no_start_event_gets_no_made_up_duration() {
+    let spans = export(&[&fixture("avenor-abort")]);
+    // The fixture's lone `phase.end` of plan (run c9d0aa11) has no start.
+    let lone: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "plan" && a(s)["cicd.pipeline.run.id"] == "c9d0aa11")
+        .collect();
+    assert_eq!(lone.len(), 1, "{spans:?}");
+    assert_eq!(lone[0].start_time_unix_nano, lone[0].end_time_unix_nano);
+}
+
+/// `--json` counts what was sent: a run with no timestamp gives no span and is not counted.
+#[test]
+fn json_counts_the_runs_sent() {
+    let r = Receiver::start();
+    let out = loopctl()
+        .args(["export", "otel", "--json", "--endpoint", &r.base])
+        .args([fixture("avenor-loop"), fixture("avenor-session")])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["logs"].as_u64(), v["runs"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(roots(&r.spans()).len(), 1);
+}

@@ -431,7 +431,9 @@ impl RunSpans {
         };
         let p = records::phase(a);
         let (s_start, s_end) = self.session_times(x.session)?;
-        let start_ms = ms(p.started).unwrap_or(s_start);
+        // A phase whose start no event gave (Avenor's `phase.end` alone) is a point at its
+        // end: no duration is made up from the session's start.
+        let start_ms = ms(p.started).or(ms(p.ended)).unwrap_or(s_start);
         let end_ms = ms(p.ended).unwrap_or(s_end).max(start_ms);
         let mut attributes = vec![
             str_attr(attr::PIPELINE_NAME, self.loop_name()),

@@ -27,6 +27,7 @@ pub enum ExportError {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Exported {
     pub logs: usize,
+    /// Runs whose spans were sent.
     pub runs: usize,
     pub spans: usize,
     /// (log, run id) of runs with no timestamp, which give no span.
@@ -53,12 +54,13 @@ pub fn export(
                 finding(&r.log, f);
             }
             let untimed: Vec<String> = runs.untimed().into_iter().map(str::to_string).collect();
+            // Runs sent: a run with no timestamp gives no span (listed in `untimed`).
+            done.runs += match &r.run_id {
+                Some(id) => usize::from(!untimed.contains(id)),
+                None => runs.run_count() - untimed.len(),
+            };
             done.untimed
                 .extend(untimed.into_iter().map(|id| (r.log.clone(), id)));
-            done.runs += match &r.run_id {
-                Some(_) => 1,
-                None => runs.run_count(),
-            };
             // Run by run, a batch at a time: a large log's spans are never all in memory.
             let mut batch = Vec::with_capacity(BATCH);
             // A RUN naming one run of a log holding several: that run only.
