@@ -461,6 +461,8 @@ pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .rand_bytes(6)
+        // The default file mode (0666 less the umask), not a temporary file's 0600.
+        .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)
         .map_err(io_err(path))?;
     let written = (|| {
