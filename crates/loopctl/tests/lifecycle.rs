@@ -3,11 +3,12 @@
 //! run; the `--on-event` stream; the loop file's validation.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::cargo_bin;
 use loopctl_tests::repo;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn loopctl(dir: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(cargo_bin("loopctl"));
@@ -51,6 +52,45 @@ fn read_events(log: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+fn write_loop(dir: &Path, name: &str, config: Value) {
+    std::fs::write(dir.join(name), config.to_string()).unwrap();
+}
+
+/// Waits until `log` holds an event named `event`.
+fn wait_for(log: &Path, event: &str) {
+    let end = Instant::now() + Duration::from_secs(20);
+    let needle = format!("\"event\":\"{event}\"");
+    while !std::fs::read_to_string(log).is_ok_and(|t| t.contains(&needle)) {
+        assert!(Instant::now() < end, "no {event} in {}", log.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `loopctl --root root run` of `loop_file` as `run_id`, in the background.
+fn spawn_run(dir: &Path, loop_file: &str, run_id: &str) -> Child {
+    loopctl(
+        dir,
+        &[
+            "--root",
+            "root",
+            "run",
+            "--loop-file",
+            loop_file,
+            "--run-id",
+            run_id,
+            "-q",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap()
+}
+
+fn sleeping_loop(secs: u32) -> Value {
+    json!({"max_iterations": 1, "loop": [{"name": "wait", "run": format!("sleep {secs}")}]})
 }
 
 #[test]
@@ -97,4 +137,149 @@ fn stop_of_a_bare_native_log_leaves_a_run_json_check_accepts() {
     assert_eq!(last["event"], "stopped");
     let (code, stdout, err) = out(tmp.path(), &["check", "nat"]);
     assert_eq!(code, 0, "{stdout}{err}");
+}
+
+#[test]
+fn a_file_named_like_a_run_does_not_hide_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_loop(
+        dir,
+        "loop.json",
+        json!({"max_iterations": 1, "loop": [{"name": "w", "run": "true"}]}),
+    );
+    let (code, _, err) = out(
+        dir,
+        &[
+            "--root",
+            "r",
+            "run",
+            "--loop-file",
+            "loop.json",
+            "--run-id",
+            "myrun",
+            "-q",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(dir.join("myrun"), "notes\n").unwrap();
+    let (code, stdout, err) = out(dir, &["--root", "r", "status", "myrun"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.contains("myrun") && stdout.contains("iteration_limit"),
+        "{stdout}"
+    );
+    let (code, _, err) = out(dir, &["--root", "r", "resume", "myrun"]);
+    assert!(!err.contains("bare log file"), "{err}");
+    assert_ne!(code, 0);
+    let (code, stdout, err) = out(dir, &["--root", "r", "stop", "myrun"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("already ended"), "{stdout}");
+    // A bare word no run answers to: the file is named, and how to read it as a log.
+    let (code, _, err) = out(dir, &["--root", "r", "status", "notes"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no run folder") && err.contains("no file or folder notes"),
+        "{err}"
+    );
+    std::fs::write(dir.join("notes"), "x\n").unwrap();
+    let (code, _, err) = out(dir, &["--root", "r", "status", "notes"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("write ./notes to read it as a log"), "{err}");
+    // Written as a path, or with a log extension, a file is a log.
+    let log = std::fs::read_to_string(dir.join("r/myrun/history.jsonl")).unwrap();
+    std::fs::write(dir.join("copy"), &log).unwrap();
+    std::fs::write(dir.join("copy.jsonl"), &log).unwrap();
+    for spec in ["./copy", "copy.jsonl"] {
+        let (code, stdout, err) = out(dir, &["--root", "r", "status", spec]);
+        assert_eq!(code, 0, "{spec}: {err}");
+        assert!(stdout.contains("myrun"), "{spec}: {stdout}");
+    }
+}
+
+#[test]
+fn with_no_run_named_a_running_run_is_chosen_before_one_that_ended() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_loop(dir, "long.json", sleeping_loop(30));
+    write_loop(
+        dir,
+        "short.json",
+        json!({"max_iterations": 1, "loop": [{"name": "w", "run": "true"}]}),
+    );
+    let mut a = spawn_run(dir, "long.json", "A");
+    wait_for(&dir.join("root/A/history.jsonl"), "phase_started");
+    let (code, _, err) = out(
+        dir,
+        &[
+            "--root",
+            "root",
+            "run",
+            "--loop-file",
+            "short.json",
+            "--run-id",
+            "B",
+            "-q",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, stdout, err) = out(dir, &["--root", "root", "status", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (v["run_id"].as_str(), v["status"].as_str()),
+        (Some("A"), Some("running")),
+        "{err}"
+    );
+    assert!(err.contains("runner is running"), "{err}");
+    let (code, stdout, err) = out(dir, &["--root", "root", "stop", "--json", "--wait", "20"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (v["run_id"].as_str(), v["result"].as_str()),
+        (Some("A"), Some("live"))
+    );
+    assert!(a.wait().unwrap().code().is_some());
+}
+
+#[test]
+fn a_runner_leaves_current_json_alone_once_another_run_names_itself_in_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_loop(dir, "long.json", sleeping_loop(30));
+    let mut a = spawn_run(dir, "long.json", "A");
+    wait_for(&dir.join("root/A/history.jsonl"), "phase_started");
+    let mut b = spawn_run(dir, "long.json", "B");
+    wait_for(&dir.join("root/B/history.jsonl"), "phase_started");
+    let current = || std::fs::read_to_string(dir.join("root/current.json")).unwrap_or_default();
+    assert!(current().contains("\"B\""), "{}", current());
+    let (code, _, err) = out(dir, &["--root", "root", "stop", "A", "--wait", "20"]);
+    assert_eq!(code, 0, "{err}");
+    a.wait().unwrap();
+    assert!(current().contains("\"B\""), "A removed B's current.json");
+    let (code, _, err) = out(dir, &["--root", "root", "stop", "B", "--wait", "20"]);
+    assert_eq!(code, 0, "{err}");
+    b.wait().unwrap();
+    assert_eq!(current(), "", "B's current.json outlived it");
+}
+
+#[test]
+fn a_damaged_current_json_is_said_to_be_damaged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cj");
+    std::fs::create_dir_all(root.join("nc")).unwrap();
+    std::fs::write(
+        root.join("nc/history.jsonl"),
+        fixture_lines("native-clean", 1000),
+    )
+    .unwrap();
+    std::fs::write(root.join("current.json"), "garbage\n").unwrap();
+    let (code, _, err) = out(tmp.path(), &["--root", "cj", "status"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("current.json is damaged (not a current.json: expected value at line 1")
+            && err.contains("so it was not used")
+            && err.contains("using the newest run"),
+        "{err}"
+    );
 }
