@@ -151,6 +151,8 @@ pub struct Runner {
     snapshots: SnapshotWriter,
     /// The phase's process group a dead runner left running, ended on reopening the run.
     pub ended_group: Option<i32>,
+    /// The attempt a dead runner left open (`phase_started` with no end), on reopening.
+    abandoned: Option<memory::Open>,
 }
 
 /// The wall clock (the store's: one clock for every library).
@@ -338,6 +340,7 @@ impl Runner {
             started: Instant::now(),
             snapshots: SnapshotWriter::new(dir_json),
             ended_group: None,
+            abandoned: None,
         })
     }
 
@@ -362,8 +365,10 @@ impl Runner {
     }
 
     /// Ends an interrupted run (no runner holds it) as its runner ends one that `loopctl stop`
-    /// cancels: `stopped` with `user_stop` (and `reason` as its detail), run.json, the KILLED
-    /// sentinel and the event stream's `avenor.loop.end`, where its stored options name them.
+    /// cancels: the attempt the dead runner left open ends as SIGTERM ends a live one
+    /// (`phase_finished`, exit 143, `cancelled`, marked `abandoned`), then `stopped` with
+    /// `user_stop` (and `reason` as its detail), run.json, the KILLED sentinel and the event
+    /// stream's `avenor.loop.end`, where its stored options name them.
     /// `NotResumable` for a run no `loopctl run` made (no stored options), or whose outputs
     /// can no longer be written.
     pub fn stop_interrupted(
@@ -373,7 +378,7 @@ impl Runner {
     ) -> Result<(Finished, Option<i32>)> {
         // Outputs gone since (a removed folder, an event stream that no longer opens): the
         // `stopped` event alone, as for a run no runner made, rather than no stop at all.
-        let (r, _) = Runner::reopen(root, run, |_| {}).map_err(|e| match e {
+        let (mut r, _) = Runner::reopen(root, run, |_| {}).map_err(|e| match e {
             RunnerError::Io { .. } => RunnerError::NotResumable(e.to_string()),
             e => e,
         })?;
@@ -382,7 +387,12 @@ impl Runner {
             let req = r.dir.join(STOP_REQUEST);
             std::fs::write(&req, text).map_err(io_err(&req))?;
         }
-        let e = record::interrupted_ending(Interrupt::Cancelled(0), &r.cursor, &r.shape);
+        if let Some(open) = r.abandoned.take() {
+            let fin = record::abandoned(&open, now().millis());
+            r.emit(Kind::PhaseFinished, Some((&open.step, open.iteration)), fin)?;
+        }
+        let e =
+            record::interrupted_ending(Interrupt::Cancelled(record::SIGTERM), &r.cursor, &r.shape);
         let ended = r.ended_group;
         r.finish(e).map(|f| (f, ended))
     }
@@ -440,6 +450,7 @@ impl Runner {
             cursor,
             trace,
             started,
+            open,
         } = memories.0.remove(&state.run_id).unwrap_or_default();
         let (cfg, mut opts) =
             record::stored_config(&state.run_id, started).map_err(RunnerError::NotResumable)?;
@@ -453,6 +464,7 @@ impl Runner {
         r.cursor = cursor;
         r.trace = trace;
         r.ended_group = ended_group;
+        r.abandoned = open;
         Ok((r, repair))
     }
 

@@ -283,3 +283,69 @@ fn a_damaged_current_json_is_said_to_be_damaged() {
         "{err}"
     );
 }
+
+/// The `stopped` payload of run `id` under `dir/root`, and the `phase_finished` before it.
+fn stop_events(dir: &Path, id: &str) -> (Value, Value) {
+    let events = read_events(&dir.join("root").join(id).join("history.jsonl"));
+    let n = events.len();
+    assert_eq!(events[n - 1]["event"], "stopped", "{events:?}");
+    assert_eq!(events[n - 2]["event"], "phase_finished", "{events:?}");
+    (
+        events[n - 1]["payload"].clone(),
+        events[n - 2]["payload"].clone(),
+    )
+}
+
+#[test]
+fn stop_of_an_interrupted_run_records_what_stop_of_a_live_one_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // A first phase that ends well, then one still running when the run is stopped.
+    write_loop(
+        dir,
+        "loop.json",
+        json!({"max_iterations": 1, "loop": [
+            {"name": "quick", "run": "true"}, {"name": "slow", "run": "sleep 30"}]}),
+    );
+    let mut live = spawn_run(dir, "loop.json", "live");
+    wait_for(
+        &dir.join("root/live/history.jsonl"),
+        "phase_started\",\"iteration\":1,\"step\":\"slow",
+    );
+    let (code, _, err) = out(
+        dir,
+        &[
+            "--root", "root", "stop", "live", "--reason", "r", "--wait", "20",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    live.wait().unwrap();
+    let mut dead = spawn_run(dir, "loop.json", "dead");
+    wait_for(
+        &dir.join("root/dead/history.jsonl"),
+        "phase_started\",\"iteration\":1,\"step\":\"slow",
+    );
+    dead.kill().unwrap();
+    dead.wait().unwrap();
+    let (code, _, err) = out(dir, &["--root", "root", "stop", "dead", "--reason", "r"]);
+    assert_eq!(code, 0, "{err}");
+    let (live_stop, live_phase) = stop_events(dir, "live");
+    let (dead_stop, dead_phase) = stop_events(dir, "dead");
+    assert_eq!(live_stop, dead_stop);
+    assert_eq!(dead_stop["exit_code"], 143, "{dead_stop}");
+    assert_eq!(dead_stop["stop_reason"], "cancelled", "{dead_stop}");
+    for key in [
+        "kind",
+        "index",
+        "attempt",
+        "exit_code",
+        "signal",
+        "stop_reason",
+    ] {
+        assert_eq!(live_phase[key], dead_phase[key], "{key}: {dead_phase}");
+    }
+    assert_eq!(dead_phase["abandoned"], true, "{dead_phase}");
+    // Replayed, the stopped run's state is the one stop wrote.
+    let (code, stdout, err) = out(dir, &["--root", "root", "check", "dead"]);
+    assert_eq!(code, 0, "{stdout}{err}");
+}

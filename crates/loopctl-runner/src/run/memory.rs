@@ -16,6 +16,17 @@ pub(super) struct Memory {
     pub(super) cursor: Cursor,
     pub(super) trace: Trace,
     pub(super) started: Option<Value>,
+    /// The attempt started and not finished: the one a dead runner left running.
+    pub(super) open: Option<Open>,
+}
+
+/// A phase attempt's `phase_started`: its step, iteration, time and payload.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Open {
+    pub(super) step: String,
+    pub(super) iteration: u64,
+    pub(super) at_ms: Option<i64>,
+    pub(super) payload: Value,
 }
 
 /// Each run's memory, by run id; only events that name their run count (a runner's always do).
@@ -31,8 +42,18 @@ impl Projection for Memories {
             Some(m) => m,
             None => self.0.entry(id.to_string()).or_default(),
         };
-        if ev.kind == Kind::RunStarted {
-            m.started = Some(ev.payload_value());
+        match ev.kind {
+            Kind::RunStarted => m.started = Some(ev.payload_value()),
+            Kind::PhaseStarted => {
+                m.open = Some(Open {
+                    step: ev.step.as_deref().unwrap_or_default().to_string(),
+                    iteration: ev.iteration.unwrap_or(0),
+                    at_ms: ev.ts.map(|t| t.millis()),
+                    payload: ev.payload_value(),
+                })
+            }
+            Kind::PhaseFinished | Kind::PhaseRetry | Kind::Stopped => m.open = None,
+            _ => {}
         }
         m.cursor.apply(ev);
         m.trace.apply(ev);
