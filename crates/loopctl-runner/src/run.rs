@@ -60,6 +60,9 @@ pub enum RunnerError {
     },
     #[error("{0}")]
     NotResumable(String),
+    /// An output outside the run folder (the `--on-event` stream) cannot be opened.
+    #[error("{0}")]
+    Output(String),
     #[error("{0}")]
     Invalid(String),
 }
@@ -204,18 +207,34 @@ fn shape_of(cfg: &LoopFile, opts: &RunOptions) -> Shape {
     }
 }
 
+/// The `--on-event` stream, opened once. A FIFO is opened without waiting for a reader: with
+/// none, the open fails at once (a run waiting in `open` could not be told to stop) and the
+/// error says to start the reader first; once open, writes to it block as to any pipe.
 fn open_sink(spec: Option<&str>) -> Result<Option<Box<dyn Write + Send>>> {
-    Ok(match spec {
-        None => None,
-        Some("-") => Some(Box::new(std::io::stdout())),
-        Some(p) => Some(Box::new(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(io_err(p))?,
-        )),
-    })
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(p) = spec else { return Ok(None) };
+    if p == "-" {
+        return Ok(Some(Box::new(std::io::stdout())));
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(p)
+        .map_err(|cause| match cause.raw_os_error() {
+            Some(nix::libc::ENXIO) => RunnerError::Output(format!(
+                "--on-event {p}: a FIFO with no reader: start its reader first (e.g. `cat {p} &`), then the run"
+            )),
+            _ => RunnerError::Output(format!("--on-event {p}: {cause}")),
+        })?;
+    let mut flags = nix::fcntl::OFlag::from_bits_truncate(
+        nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_GETFL)
+            .map_err(|e| RunnerError::Output(format!("--on-event {p}: {e}")))?,
+    );
+    flags.remove(nix::fcntl::OFlag::O_NONBLOCK);
+    nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFL(flags))
+        .map_err(|e| RunnerError::Output(format!("--on-event {p}: {e}")))?;
+    Ok(Some(Box::new(file)))
 }
 
 fn session_id(run_id: &str, pos: &Pos, attempt: u64) -> String {
@@ -246,6 +265,8 @@ impl Runner {
         task: Option<String>,
     ) -> Result<Runner> {
         prepare::check_outputs(&opts).map_err(RunnerError::Invalid)?;
+        // Before the run folder exists: a stream that cannot be opened leaves nothing behind.
+        let sink = open_sink(opts.on_event.as_deref())?;
         std::fs::create_dir_all(root).map_err(io_err(root))?;
         let stem = opts
             .loop_file
@@ -281,7 +302,8 @@ impl Runner {
         std::fs::create_dir_all(dir.join("logs")).map_err(io_err(&dir))?;
         let (writer, _) = LogWriter::open(&dir.join(LOG_NAME), 1, Fsync::Always)?;
         let shape = shape_of(&cfg, &opts);
-        let mut r = Runner::assemble(root, dir, run_id.clone(), cfg, opts, shape, writer)?;
+        let mut r = Runner::assemble(root, dir, run_id.clone(), cfg, opts, shape, writer);
+        r.sink = sink;
         r.state = RunState::new(&run_id);
         let mut payload = json!({
             "max_iterations": r.cfg.max_iterations,
@@ -309,16 +331,16 @@ impl Runner {
         opts: RunOptions,
         shape: Shape,
         writer: LogWriter,
-    ) -> Result<Runner> {
+    ) -> Runner {
         let dir_json = dir.join(RUN_JSON);
         let group_note = after_crash::group_note(&dir.join(LOG_NAME));
         let track_tree = cfg.stagnation.is_some() && template::head(&opts.workdir).is_some();
         let git = track_tree
             || (cfg_uses_git(&cfg, opts.loop_file.as_deref())
                 && template::head(&opts.workdir).is_some());
-        Ok(Runner {
+        Runner {
             root: root.to_path_buf(),
-            sink: open_sink(opts.on_event.as_deref())?,
+            sink: None,
             dir,
             run_id,
             cfg,
@@ -341,7 +363,7 @@ impl Runner {
             snapshots: SnapshotWriter::new(dir_json),
             ended_group: None,
             abandoned: None,
-        })
+        }
     }
 
     /// Reopens an interrupted run from its log alone and logs `run_resumed`. `adjust` may
@@ -379,7 +401,9 @@ impl Runner {
         // Outputs gone since (a removed folder, an event stream that no longer opens): the
         // `stopped` event alone, as for a run no runner made, rather than no stop at all.
         let (mut r, _) = Runner::reopen(root, run, |_| {}).map_err(|e| match e {
-            RunnerError::Io { .. } => RunnerError::NotResumable(e.to_string()),
+            RunnerError::Io { .. } | RunnerError::Output(_) => {
+                RunnerError::NotResumable(e.to_string())
+            }
             e => e,
         })?;
         prepare::check_outputs(&r.opts).map_err(RunnerError::NotResumable)?;
@@ -458,7 +482,9 @@ impl Runner {
         let shape = shape_of(&cfg, &opts);
         let next_seq = state.last_seq.unwrap_or(0) + 1;
         writer.set_next_seq(next_seq);
-        let mut r = Runner::assemble(root, dir, state.run_id.clone(), cfg, opts, shape, writer)?;
+        let sink = open_sink(opts.on_event.as_deref())?;
+        let mut r = Runner::assemble(root, dir, state.run_id.clone(), cfg, opts, shape, writer);
+        r.sink = sink;
         r.line = outcome.stats.lines;
         r.state = state;
         r.cursor = cursor;

@@ -349,3 +349,84 @@ fn stop_of_an_interrupted_run_records_what_stop_of_a_live_one_records() {
     let (code, stdout, err) = out(dir, &["--root", "root", "check", "dead"]);
     assert_eq!(code, 0, "{stdout}{err}");
 }
+
+fn mkfifo(path: &Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+}
+
+/// `loopctl run` of a one-phase loop as `run_id` with `--on-event fifo`, given at most 20 s.
+fn run_to_fifo(dir: &Path, run_id: &str) -> (Option<i32>, String) {
+    write_loop(
+        dir,
+        "short.json",
+        json!({"max_iterations": 1, "loop": [{"name": "w", "run": "true"}]}),
+    );
+    let mut child = loopctl(
+        dir,
+        &[
+            "--root",
+            "root",
+            "run",
+            "--loop-file",
+            "short.json",
+            "--run-id",
+            run_id,
+            "--on-event",
+            "fifo",
+            "-q",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("run {run_id} hangs on its --on-event FIFO");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn events_stream_to_a_fifo_with_a_reader() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    mkfifo(&dir.join("fifo"));
+    let fifo = dir.join("fifo");
+    let reader = std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap());
+    // The reader opens the FIFO first, as `cat fifo &` would.
+    std::thread::sleep(Duration::from_millis(200));
+    let (code, err) = run_to_fifo(&dir, "fifo1");
+    assert_eq!(code, Some(0), "{err}");
+    let got = reader.join().unwrap();
+    assert!(
+        got.contains("avenor.loop.start") && got.contains("avenor.loop.end"),
+        "{got}"
+    );
+}
+
+#[test]
+fn a_fifo_with_no_reader_fails_fast_and_leaves_no_run_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    mkfifo(&dir.join("fifo"));
+    let (code, err) = run_to_fifo(dir, "fifo2");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--on-event") && err.contains("fifo: a FIFO with no reader"),
+        "{err}"
+    );
+    assert!(
+        !dir.join("root/fifo2").exists(),
+        "a run folder was left behind"
+    );
+}

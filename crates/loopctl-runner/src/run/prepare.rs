@@ -87,10 +87,10 @@ pub fn prepare(
     }
 }
 
-/// The files a run writes outside its folder, checked before anything runs: a sentinel whose
-/// folder is missing was found out only when the run had ended (the sentinel not written, the
-/// exit code 2 after a completed run), and an event stream that cannot be opened left an
-/// empty run folder behind. The sentinel itself is not created: it appears when the run ends.
+/// The sentinel file, checked before anything runs: a sentinel whose folder is missing was
+/// found out only when the run had ended (the sentinel not written, the exit code 2 after a
+/// completed run). It is not created: it appears when the run ends. (The `--on-event` stream
+/// is opened once, before the run folder is made: `open_sink`.)
 pub(super) fn check_outputs(opts: &super::RunOptions) -> Result<(), String> {
     if let Some(p) = &opts.sentinel_file {
         let parent = p
@@ -107,13 +107,6 @@ pub(super) fn check_outputs(opts: &super::RunOptions) -> Result<(), String> {
                 parent.display()
             ));
         }
-    }
-    if let Some(p) = opts.on_event.as_deref().filter(|p| *p != "-") {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .map_err(|e| format!("--on-event {p}: {e}"))?;
     }
     Ok(())
 }
