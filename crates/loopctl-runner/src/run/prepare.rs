@@ -39,13 +39,25 @@ pub fn prepare(
     cli_agent: Option<&[String]>,
 ) -> std::result::Result<Prepared, Refused> {
     let at = |e: &dyn std::fmt::Display| format!("{}: {e}", loop_file.display());
-    let parsed = loop_file::parse(text, initial).map_err(|r| Refused {
-        errors: r.errors.iter().map(|e| at(e)).collect(),
-        warnings: r.warnings,
-    })?;
-    let mut errors = Vec::new();
+    // Every problem at once: the runner's checks also run over what parsed of a file Avenor's
+    // rules refuse.
+    let (file, mut errors, warnings) = match loop_file::parse(text, initial) {
+        Ok(p) => (p.file, Vec::new(), p.warnings),
+        Err(r) => {
+            let errors: Vec<String> = r.errors.iter().map(|e| at(e)).collect();
+            match r.partial {
+                Some(file) => (*file, errors, r.warnings),
+                None => {
+                    return Err(Refused {
+                        errors,
+                        warnings: r.warnings,
+                    });
+                }
+            }
+        }
+    };
     for kind in [PhaseKind::Pre, PhaseKind::Loop, PhaseKind::Post] {
-        for (i, p) in parsed.file.phases(kind).iter().enumerate() {
+        for (i, p) in file.phases(kind).iter().enumerate() {
             let place = format!("{}[{i}] ({:?})", kind.as_str(), p.name);
             let text = match (&p.prompt, &p.prompt_file) {
                 (Some(t), _) => Some(t.clone()),
@@ -66,7 +78,7 @@ pub fn prepare(
                 if let Err(e) = template::check(&t) {
                     errors.push(at(&format!("{place}: prompt template: {e}")));
                 }
-                if parsed.file.agent_for(p, cli_agent).is_none() {
+                if file.agent_for(p, cli_agent).is_none() {
                     errors.push(at(&format!(
                         "{place}: a prompt phase needs an agent: pass --agent, or set \"agent\" in the loop file or the phase"
                     )));
@@ -75,15 +87,9 @@ pub fn prepare(
         }
     }
     if errors.is_empty() {
-        Ok(Prepared {
-            file: parsed.file,
-            warnings: parsed.warnings,
-        })
+        Ok(Prepared { file, warnings })
     } else {
-        Err(Refused {
-            errors,
-            warnings: parsed.warnings,
-        })
+        Err(Refused { errors, warnings })
     }
 }
 
@@ -109,4 +115,20 @@ pub(super) fn check_outputs(opts: &super::RunOptions) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn avenors_rules_and_the_runners_checks_report_together() {
+        let text = r#"{"max_iterations":-1,"loop":[{"name":"b","prompt":"y {{nope"}]}"#;
+        let refused = prepare(Path::new("l.json"), text, None, None).unwrap_err();
+        let all = refused.errors.join("\n");
+        assert_eq!(refused.errors.len(), 3, "{all}");
+        assert!(all.contains("max_iterations must be"), "{all}");
+        assert!(all.contains("a prompt phase needs an agent"), "{all}");
+        assert!(all.contains("prompt template"), "{all}");
+    }
 }
