@@ -237,6 +237,20 @@ fn open_sink(spec: Option<&str>) -> Result<Option<Box<dyn Write + Send>>> {
     Ok(Some(Box::new(file)))
 }
 
+/// What to say of a run whose log another process holds: it is running, and what to do.
+fn running(root: &Path, run: &RunRef, pid: &str) -> String {
+    let holder = match pid {
+        "unknown" => "a runner is taking it up (its pid is not written yet: another `resume` or `run` that has just started)".to_string(),
+        pid => format!("runner pid {pid}"),
+    };
+    format!(
+        "run {} is running ({holder}): follow it with `{}`, or stop it with `{}`",
+        run.run_id.as_deref().unwrap_or(&run.name),
+        discover::run_command(root, run, "tail"),
+        discover::run_command(root, run, "stop")
+    )
+}
+
 fn session_id(run_id: &str, pos: &Pos, attempt: u64) -> String {
     let mut h = Sha256::new();
     h.update(format!(
@@ -435,7 +449,10 @@ impl Runner {
             ))
         })?;
         // Lock and repair the tail first, so the replay sees the log the runner will extend.
-        let (mut writer, repair) = after_crash::open_log(&run.log)?;
+        let (mut writer, repair) = after_crash::open_log(&run.log).map_err(|e| match e {
+            StoreError::Locked { pid, .. } => RunnerError::Invalid(running(root, run, &pid)),
+            e => e.into(),
+        })?;
         let ended_group = after_crash::end_left_behind(&run.log);
         let opts_read = ReadOptions {
             default_run: run.name.clone(),

@@ -308,18 +308,23 @@ pub fn standing(
 /// The command that continues `run` (an interrupted run) when `root` is the root in use: by
 /// name for a folder of that root (with `--root` unless it is the default one), else by path.
 pub fn resume_command(root: &Path, run: &RunRef) -> String {
+    run_command(root, run, "resume")
+}
+
+/// `loopctl <verb> RUN` for `run`, named as `resume_command` names it.
+pub fn run_command(root: &Path, run: &RunRef, verb: &str) -> String {
     let Some(dir) = &run.dir else {
-        return format!("loopctl resume {}", shell_word(&run.log.to_string_lossy()));
+        return format!("loopctl {verb} {}", shell_word(&run.log.to_string_lossy()));
     };
     if dir.parent() != Some(root) {
-        return format!("loopctl resume {}", shell_word(&dir.to_string_lossy()));
+        return format!("loopctl {verb} {}", shell_word(&dir.to_string_lossy()));
     }
     let name = shell_word(&run.name);
     if root == default_root(None) {
-        format!("loopctl resume {name}")
+        format!("loopctl {verb} {name}")
     } else {
         let root = shell_word(&root.to_string_lossy());
-        format!("loopctl --root {root} resume {name}")
+        format!("loopctl --root {root} {verb} {name}")
     }
 }
 

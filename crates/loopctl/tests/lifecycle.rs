@@ -430,3 +430,42 @@ fn a_fifo_with_no_reader_fails_fast_and_leaves_no_run_folder() {
         "a run folder was left behind"
     );
 }
+
+#[test]
+fn resume_of_a_running_run_says_it_runs_and_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_loop(dir, "long.json", sleeping_loop(30));
+    let mut a = spawn_run(dir, "long.json", "A");
+    wait_for(&dir.join("root/A/history.jsonl"), "phase_started");
+    let (code, _, err) = out(dir, &["--root", "root", "resume", "A"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("run A is running (runner pid {})", a.id()))
+            && err.contains("`loopctl --root root tail A`")
+            && err.contains("`loopctl --root root stop A`"),
+        "{err}"
+    );
+    let (code, _, err) = out(dir, &["--root", "root", "stop", "A", "--wait", "20"]);
+    assert_eq!(code, 0, "{err}");
+    a.wait().unwrap();
+    // A lock taken whose holder has not written its pid yet (two resumes racing).
+    let lock = std::fs::File::create(dir.join("root/A/.history.jsonl.lock")).unwrap();
+    std::fs::write(
+        dir.join("root/A/history.jsonl"),
+        std::fs::read_to_string(dir.join("root/A/history.jsonl"))
+            .unwrap()
+            .lines()
+            .take(2)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    lock.lock().unwrap();
+    let (code, _, err) = out(dir, &["--root", "root", "resume", "A"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("run A is running (a runner is taking it up") && err.contains("stop A`"),
+        "{err}"
+    );
+}
