@@ -469,3 +469,31 @@ fn resume_of_a_running_run_says_it_runs_and_what_to_do() {
         "{err}"
     );
 }
+
+#[test]
+fn the_runners_last_line_and_status_name_an_ending_alike() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_loop(
+        dir,
+        "loop.json",
+        json!({"max_iterations": 1, "loop": [{"name": "w", "run": "true"}]}),
+    );
+    let (code, _, err) = out(
+        dir,
+        &[
+            "--root",
+            "root",
+            "run",
+            "--loop-file",
+            "loop.json",
+            "--run-id",
+            "v",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let last = err.lines().last().unwrap_or_default().to_string();
+    let (_, status, _) = out(dir, &["--root", "root", "status", "v"]);
+    assert!(status.contains("stopped (iteration_limit)"), "{status}");
+    assert!(last.contains("stopped (iteration_limit)"), "{last}");
+}

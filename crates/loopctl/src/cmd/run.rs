@@ -373,8 +373,10 @@ fn summary(f: &Finished) {
         .or(s.stop.detail.as_deref())
         .map(|l| format!(": {l}"))
         .unwrap_or_default();
-    // A decided stop names its reason (`threshold_reached`, `stagnation`, ...).
+    // The stop reason `status` and run.json give (`iteration_limit`, `user_stop`, ...), not the
+    // exit reason (`max_iterations`, `cancelled`): one word for one ending.
     let reason = match &f.ending.decided {
+        _ if !s.stop.reason.is_empty() => s.stop.reason.as_str(),
         Some(d) => d.reason.as_str(),
         None => f.ending.reason.as_str(),
     };
