@@ -497,3 +497,40 @@ fn the_runners_last_line_and_status_name_an_ending_alike() {
     assert!(status.contains("stopped (iteration_limit)"), "{status}");
     assert!(last.contains("stopped (iteration_limit)"), "{last}");
 }
+
+#[test]
+fn the_run_help_example_runs_as_written() {
+    let (code, help, err) = out(&repo(), &["run", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    let example: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Example"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    assert!(!example.is_empty(), "{help}");
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = cargo_bin("loopctl");
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new("sh")
+        .args(["-ec", &example.join("\n")])
+        .current_dir(repo())
+        .env("PATH", path)
+        .env("TMPDIR", tmp.path())
+        .env_remove("LOOPCTL_ROOT")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}\n{}",
+        example.join("\n"),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

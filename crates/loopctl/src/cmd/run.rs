@@ -76,8 +76,9 @@ a phase's \"transition\" branches on its result; \"stagnation\" stops a loop tha
 Exit code = the sentinel's: 0 DONE, 3 DONE stopped for stagnation, 5 BLOCKED, the phase's code
 for FAILED, 124 TIMEOUT, 130 KILLED; 1 for a loop file that does not validate.
 
-Example:
-  loopctl run --loop-file examples/fix-the-tests/loop.json --dir /tmp/fix --root /tmp/fix/.loopctl")]
+Example (from the repository's root, on a copy of the example's files):
+  d=$(mktemp -d) && cp -r examples/fix-the-tests/. \"$d\"
+  loopctl run --loop-file \"$d/loop.json\" --dir \"$d\" --root \"$d/.loopctl\"")]
 pub struct RunArgs {
     /// The loop file (Avenor's JSON: pre, loop, post, max_iterations).
     #[arg(long, value_name = "FILE")]
