@@ -39,8 +39,8 @@ mod snapshots;
 #[cfg(test)]
 mod tests;
 pub use decide::ESCALATION;
-use prepare::prompt_path;
 pub use prepare::{Prepared, Refused, prepare};
+use prepare::{open_sink, prompt_path, running};
 
 /// The stop reason of a phase the stall watchdog ended.
 const STALLED: &str = "stalled";
@@ -205,50 +205,6 @@ fn shape_of(cfg: &LoopFile, opts: &RunOptions) -> Shape {
         max_iterations: cfg.max_iterations,
         max_retries: opts.max_retries,
     }
-}
-
-/// The `--on-event` stream, opened once. A FIFO is opened without waiting for a reader: with
-/// none, the open fails at once (a run waiting in `open` could not be told to stop) and the
-/// error says to start the reader first; once open, writes to it block as to any pipe.
-fn open_sink(spec: Option<&str>) -> Result<Option<Box<dyn Write + Send>>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let Some(p) = spec else { return Ok(None) };
-    if p == "-" {
-        return Ok(Some(Box::new(std::io::stdout())));
-    }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(p)
-        .map_err(|cause| match cause.raw_os_error() {
-            Some(nix::libc::ENXIO) => RunnerError::Output(format!(
-                "--on-event {p}: a FIFO with no reader: start its reader first (e.g. `cat {p} &`), then the run"
-            )),
-            _ => RunnerError::Output(format!("--on-event {p}: {cause}")),
-        })?;
-    let mut flags = nix::fcntl::OFlag::from_bits_truncate(
-        nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_GETFL)
-            .map_err(|e| RunnerError::Output(format!("--on-event {p}: {e}")))?,
-    );
-    flags.remove(nix::fcntl::OFlag::O_NONBLOCK);
-    nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFL(flags))
-        .map_err(|e| RunnerError::Output(format!("--on-event {p}: {e}")))?;
-    Ok(Some(Box::new(file)))
-}
-
-/// What to say of a run whose log another process holds: it is running, and what to do.
-fn running(root: &Path, run: &RunRef, pid: &str) -> String {
-    let holder = match pid {
-        "unknown" => "a runner is taking it up (its pid is not written yet: another `resume` or `run` that has just started)".to_string(),
-        pid => format!("runner pid {pid}"),
-    };
-    format!(
-        "run {} is running ({holder}): follow it with `{}`, or stop it with `{}`",
-        run.run_id.as_deref().unwrap_or(&run.name),
-        discover::run_command(root, run, "tail"),
-        discover::run_command(root, run, "stop")
-    )
 }
 
 fn session_id(run_id: &str, pos: &Pos, attempt: u64) -> String {

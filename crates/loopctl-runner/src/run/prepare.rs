@@ -1,10 +1,13 @@
 //! Loop file validation before anything runs: Avenor's rules, plus what only the runner can
-//! check (prompt files exist, templates parse, prompt phases have an agent).
+//! check (prompt files exist, templates parse, prompt phases have an agent); and the outputs a
+//! run has outside its folder (the sentinel, the `--on-event` stream).
 
 use std::path::{Path, PathBuf};
 
 use loopctl_core::rules::loop_file::{self, LoopFile, PhaseKind};
+use loopctl_store::discover::{self, RunRef};
 
+use super::RunnerError;
 use crate::template;
 
 /// A validated loop file, ready to run.
@@ -115,6 +118,52 @@ pub(super) fn check_outputs(opts: &super::RunOptions) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The `--on-event` stream, opened once. A FIFO is opened without waiting for a reader: with
+/// none, the open fails at once (a run waiting in `open` could not be told to stop) and the
+/// error says to start the reader first; once open, writes to it block as to any pipe.
+pub(super) fn open_sink(
+    spec: Option<&str>,
+) -> Result<Option<Box<dyn std::io::Write + Send>>, RunnerError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(p) = spec else { return Ok(None) };
+    if p == "-" {
+        return Ok(Some(Box::new(std::io::stdout())));
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(p)
+        .map_err(|cause| match cause.raw_os_error() {
+            Some(nix::libc::ENXIO) => RunnerError::Output(format!(
+                "--on-event {p}: a FIFO with no reader: start its reader first (e.g. `cat {p} &`), then the run"
+            )),
+            _ => RunnerError::Output(format!("--on-event {p}: {cause}")),
+        })?;
+    let mut flags = nix::fcntl::OFlag::from_bits_truncate(
+        nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_GETFL)
+            .map_err(|e| RunnerError::Output(format!("--on-event {p}: {e}")))?,
+    );
+    flags.remove(nix::fcntl::OFlag::O_NONBLOCK);
+    nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFL(flags))
+        .map_err(|e| RunnerError::Output(format!("--on-event {p}: {e}")))?;
+    Ok(Some(Box::new(file)))
+}
+
+/// What to say of a run whose log another process holds: it is running, and what to do.
+pub(super) fn running(root: &Path, run: &RunRef, pid: &str) -> String {
+    let holder = match pid {
+        "unknown" => "a runner is taking it up (its pid is not written yet: another `resume` or `run` that has just started)".to_string(),
+        pid => format!("runner pid {pid}"),
+    };
+    format!(
+        "run {} is running ({holder}): follow it with `{}`, or stop it with `{}`",
+        run.run_id.as_deref().unwrap_or(&run.name),
+        discover::run_command(root, run, "tail"),
+        discover::run_command(root, run, "stop")
+    )
 }
 
 #[cfg(test)]
