@@ -154,8 +154,8 @@ pub struct Runner {
     snapshots: SnapshotWriter,
     /// The phase's process group a dead runner left running, ended on reopening the run.
     pub ended_group: Option<i32>,
-    /// The attempt a dead runner left open (`phase_started` with no end), on reopening.
-    abandoned: Option<memory::Open>,
+    /// A dead runner left an attempt open (`phase_started` with no end), on reopening.
+    attempt_open: bool,
 }
 
 /// The wall clock (the store's: one clock for every library).
@@ -332,7 +332,7 @@ impl Runner {
             started: Instant::now(),
             snapshots: SnapshotWriter::new(dir_json),
             ended_group: None,
-            abandoned: None,
+            attempt_open: false,
         }
     }
 
@@ -357,12 +357,11 @@ impl Runner {
     }
 
     /// Ends an interrupted run (no runner holds it) as its runner ends one that `loopctl stop`
-    /// cancels: the attempt the dead runner left open ends as SIGTERM ends a live one
-    /// (`phase_finished`, exit 143, `cancelled`, marked `abandoned`), then `stopped` with
-    /// `user_stop` (and `reason` as its detail), run.json, the KILLED sentinel and the event
-    /// stream's `avenor.loop.end`, where its stored options name them.
-    /// `NotResumable` for a run no `loopctl run` made (no stored options), or whose outputs
-    /// can no longer be written.
+    /// cancels: `stopped` with `user_stop` (and `reason` as its detail) and the facts SIGTERM
+    /// gives a live stop (exit 143, `cancelled`, for the attempt the dead runner left
+    /// running), run.json, the KILLED sentinel and the event stream's `avenor.loop.end`, where
+    /// its stored options name them. The open attempt gets no event: readers call it abandoned
+    /// (as after a resume), since how its process ended is not known.
     pub fn stop_interrupted(
         root: &Path,
         run: &RunRef,
@@ -370,7 +369,7 @@ impl Runner {
     ) -> Result<(Finished, Option<i32>)> {
         // Outputs gone since (a removed folder, an event stream that no longer opens): the
         // `stopped` event alone, as for a run no runner made, rather than no stop at all.
-        let (mut r, _) = Runner::reopen(root, run, |_| {}).map_err(|e| match e {
+        let (r, _) = Runner::reopen(root, run, |_| {}).map_err(|e| match e {
             RunnerError::Io { .. } | RunnerError::Output(_) => {
                 RunnerError::NotResumable(e.to_string())
             }
@@ -381,12 +380,11 @@ impl Runner {
             let req = r.dir.join(STOP_REQUEST);
             std::fs::write(&req, text).map_err(io_err(&req))?;
         }
-        if let Some(open) = r.abandoned.take() {
-            let fin = record::abandoned(&open, now().millis());
-            r.emit(Kind::PhaseFinished, Some((&open.step, open.iteration)), fin)?;
-        }
-        let e =
+        let mut e =
             record::interrupted_ending(Interrupt::Cancelled(record::SIGTERM), &r.cursor, &r.shape);
+        if r.attempt_open {
+            record::cancel_running(&mut e);
+        }
         let ended = r.ended_group;
         r.finish(e).map(|f| (f, ended))
     }
@@ -447,7 +445,7 @@ impl Runner {
             cursor,
             trace,
             started,
-            open,
+            attempt_open,
         } = memories.0.remove(&state.run_id).unwrap_or_default();
         let (cfg, mut opts) =
             record::stored_config(&state.run_id, started).map_err(RunnerError::NotResumable)?;
@@ -463,7 +461,7 @@ impl Runner {
         r.cursor = cursor;
         r.trace = trace;
         r.ended_group = ended_group;
-        r.abandoned = open;
+        r.attempt_open = attempt_open;
         Ok((r, repair))
     }
 

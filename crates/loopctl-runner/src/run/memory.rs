@@ -16,17 +16,8 @@ pub(super) struct Memory {
     pub(super) cursor: Cursor,
     pub(super) trace: Trace,
     pub(super) started: Option<Value>,
-    /// The attempt started and not finished: the one a dead runner left running.
-    pub(super) open: Option<Open>,
-}
-
-/// A phase attempt's `phase_started`: its step, iteration, time and payload.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Open {
-    pub(super) step: String,
-    pub(super) iteration: u64,
-    pub(super) at_ms: Option<i64>,
-    pub(super) payload: Value,
+    /// An attempt started and not finished: the one a dead runner left running.
+    pub(super) attempt_open: bool,
 }
 
 /// Each run's memory, by run id; only events that name their run count (a runner's always do).
@@ -44,15 +35,8 @@ impl Projection for Memories {
         };
         match ev.kind {
             Kind::RunStarted => m.started = Some(ev.payload_value()),
-            Kind::PhaseStarted => {
-                m.open = Some(Open {
-                    step: ev.step.as_deref().unwrap_or_default().to_string(),
-                    iteration: ev.iteration.unwrap_or(0),
-                    at_ms: ev.ts.map(|t| t.millis()),
-                    payload: ev.payload_value(),
-                })
-            }
-            Kind::PhaseFinished | Kind::PhaseRetry | Kind::Stopped => m.open = None,
+            Kind::PhaseStarted => m.attempt_open = true,
+            Kind::PhaseFinished | Kind::PhaseRetry | Kind::Stopped => m.attempt_open = false,
             _ => {}
         }
         m.cursor.apply(ev);

@@ -10,7 +10,6 @@ use loopctl_core::rules::next_step::{Cursor, Ending, ExitReason, Pos, Shape};
 use loopctl_core::{RunState, Status};
 use serde_json::{Value, json};
 
-use super::memory::Open;
 use super::{RunOptions, STALLED};
 
 /// The signal `loopctl stop` sends a live runner, and a phase it cancels dies of.
@@ -183,33 +182,11 @@ pub(super) fn retry(
            "next_attempt": attempt, "retry": retry, "delay_ms": delay_ms, "exit_code": exit_code})
 }
 
-/// The `phase_finished` that closes an attempt a dead runner left open, when `loopctl stop`
-/// ends the run: what SIGTERM, the signal a live stop sends, records for a running attempt.
-/// `abandoned` says the runner was gone, so the process's own end is not known.
-pub(super) fn abandoned(open: &Open, now_ms: i64) -> Value {
-    let mut fin = json!({});
-    for key in ["kind", "index", "attempt", "session_id"] {
-        if let Some(v) = open.payload.get(key) {
-            fin[key] = v.clone();
-        }
-    }
-    let attempt = open
-        .payload
-        .get("attempt")
-        .and_then(Value::as_u64)
-        .unwrap_or(1);
-    fin["exit_code"] = json!(128 + SIGTERM);
-    fin["signal"] = json!(SIGTERM);
-    fin["stop_reason"] = json!("cancelled");
-    if let Some(at) = open.at_ms {
-        fin["duration_ms"] = json!(now_ms.saturating_sub(at).max(0));
-    }
-    fin["abandoned"] = json!(true);
-    fin["error"] = json!(format!(
-        "phase {:?} (iteration {}, attempt {attempt}) was abandoned: its runner died, and loopctl stop ended the run",
-        open.step, open.iteration
-    ));
-    fin
+/// An interrupted ending's facts when an attempt was running: what the attempt SIGTERM (the
+/// signal a live stop sends) ends records, 143 and `cancelled`, not the previous attempt's.
+pub(super) fn cancel_running(e: &mut Ending) {
+    e.exit_code = Some(i64::from(128 + SIGTERM));
+    e.stop_reason = "cancelled".into();
 }
 
 /// How a run ends when a signal or `--timeout` interrupted it.
