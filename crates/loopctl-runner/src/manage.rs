@@ -4,11 +4,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loopctl_core::Kind;
+use loopctl_core::analysis::liveness::Liveness;
+use loopctl_core::decode::event::Dialect;
 use loopctl_core::decode::lines::DEFAULT_MAX_LINE;
+use loopctl_core::fold::replay::Outcome;
 use loopctl_core::{Event, RunState};
-use loopctl_store::append::{Fsync, LogWriter, holder};
+use loopctl_store::append::{Fsync, LogWriter, holder, liveness};
 use loopctl_store::discover::{self, CURRENT, RunRef};
-use loopctl_store::snapshot::{render, replay_run, state_file, write_atomic};
+use loopctl_store::snapshot::{replay_run, run_json_of, state_file, write_atomic};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
@@ -64,9 +67,14 @@ pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> 
         }
         return Ok(Stopped::StillRunning { pid });
     }
-    let state = state_of(run)?;
+    let (outcome, state) = replay_run(run, DEFAULT_MAX_LINE)?;
+    let state = state
+        .ok_or_else(|| RunnerError::Invalid(format!("{} holds no event", run.log.display())))?;
     if state.is_terminal() {
         return Ok(Stopped::AlreadyOver(Box::new(state)));
+    }
+    if let Some(why) = foreign(run, &outcome) {
+        return Err(RunnerError::Invalid(why));
     }
     // A run `loopctl run` made ends as its runner would have ended it: with its sentinel and
     // its event stream's loop end, which whoever waits on them needs.
@@ -96,7 +104,7 @@ pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> 
     if let Some(p) = &run.run_json {
         // The stopped run's own state file: never another run's of a shared log.
         let path = state_file(p, &after.run_id, &outcome, &run.name);
-        write_atomic(&path, &render(&after))?;
+        write_atomic(&path, &run_json_of(&run.log, &after)?)?;
     }
     if discover::read_current(root)
         .is_some_and(|c| c.active_run_id.as_deref() == Some(after.run_id.as_str()))
@@ -104,6 +112,31 @@ pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> 
         let _ = std::fs::remove_file(root.join(CURRENT));
     }
     Ok(Stopped::Idle { ended_group: None })
+}
+
+/// Why `stop` must not write into `run`'s log, if it must not: a log with no runner lock whose
+/// events are another tool's dialect (aif-loop's agent, an Avenor stream) is that tool's to
+/// end; an event of ours in it would be a second writer nobody coordinates with.
+fn foreign(run: &RunRef, outcome: &Outcome) -> Option<String> {
+    if liveness(&run.log) != Liveness::Unknown {
+        return None;
+    }
+    let others: Vec<&str> = outcome
+        .stats
+        .by_dialect
+        .keys()
+        .map(String::as_str)
+        .filter(|d| *d != Dialect::Native.name())
+        .collect();
+    (!others.is_empty()).then(|| {
+        format!(
+            "{} was written by {} (its events are in that dialect), not by a loopctl runner: \
+             loopctl does not write into another tool's log; stop the run with the tool that writes it \
+             (its status stays `running` until that tool records the run's end)",
+            run.log.display(),
+            others.join(" and ")
+        )
+    })
 }
 
 /// Why a run may not be deleted, if it may not.

@@ -39,8 +39,8 @@ mod snapshots;
 #[cfg(test)]
 mod tests;
 pub use decide::ESCALATION;
-use prepare::prompt_path;
 pub use prepare::{Prepared, Refused, prepare};
+use prepare::{open_sink, prompt_path, running};
 
 /// The stop reason of a phase the stall watchdog ended.
 const STALLED: &str = "stalled";
@@ -60,6 +60,9 @@ pub enum RunnerError {
     },
     #[error("{0}")]
     NotResumable(String),
+    /// An output outside the run folder (the `--on-event` stream) cannot be opened.
+    #[error("{0}")]
+    Output(String),
     #[error("{0}")]
     Invalid(String),
 }
@@ -151,6 +154,8 @@ pub struct Runner {
     snapshots: SnapshotWriter,
     /// The phase's process group a dead runner left running, ended on reopening the run.
     pub ended_group: Option<i32>,
+    /// A dead runner left an attempt open (`phase_started` with no end), on reopening.
+    attempt_open: bool,
 }
 
 /// The wall clock (the store's: one clock for every library).
@@ -202,20 +207,6 @@ fn shape_of(cfg: &LoopFile, opts: &RunOptions) -> Shape {
     }
 }
 
-fn open_sink(spec: Option<&str>) -> Result<Option<Box<dyn Write + Send>>> {
-    Ok(match spec {
-        None => None,
-        Some("-") => Some(Box::new(std::io::stdout())),
-        Some(p) => Some(Box::new(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(io_err(p))?,
-        )),
-    })
-}
-
 fn session_id(run_id: &str, pos: &Pos, attempt: u64) -> String {
     let mut h = Sha256::new();
     h.update(format!(
@@ -244,6 +235,8 @@ impl Runner {
         task: Option<String>,
     ) -> Result<Runner> {
         prepare::check_outputs(&opts).map_err(RunnerError::Invalid)?;
+        // Before the run folder exists: a stream that cannot be opened leaves nothing behind.
+        let sink = open_sink(opts.on_event.as_deref())?;
         std::fs::create_dir_all(root).map_err(io_err(root))?;
         let stem = opts
             .loop_file
@@ -279,7 +272,8 @@ impl Runner {
         std::fs::create_dir_all(dir.join("logs")).map_err(io_err(&dir))?;
         let (writer, _) = LogWriter::open(&dir.join(LOG_NAME), 1, Fsync::Always)?;
         let shape = shape_of(&cfg, &opts);
-        let mut r = Runner::assemble(root, dir, run_id.clone(), cfg, opts, shape, writer)?;
+        let mut r = Runner::assemble(root, dir, run_id.clone(), cfg, opts, shape, writer);
+        r.sink = sink;
         r.state = RunState::new(&run_id);
         let mut payload = json!({
             "max_iterations": r.cfg.max_iterations,
@@ -307,16 +301,16 @@ impl Runner {
         opts: RunOptions,
         shape: Shape,
         writer: LogWriter,
-    ) -> Result<Runner> {
+    ) -> Runner {
         let dir_json = dir.join(RUN_JSON);
         let group_note = after_crash::group_note(&dir.join(LOG_NAME));
         let track_tree = cfg.stagnation.is_some() && template::head(&opts.workdir).is_some();
         let git = track_tree
             || (cfg_uses_git(&cfg, opts.loop_file.as_deref())
                 && template::head(&opts.workdir).is_some());
-        Ok(Runner {
+        Runner {
             root: root.to_path_buf(),
-            sink: open_sink(opts.on_event.as_deref())?,
+            sink: None,
             dir,
             run_id,
             cfg,
@@ -338,7 +332,8 @@ impl Runner {
             started: Instant::now(),
             snapshots: SnapshotWriter::new(dir_json),
             ended_group: None,
-        })
+            attempt_open: false,
+        }
     }
 
     /// Reopens an interrupted run from its log alone and logs `run_resumed`. `adjust` may
@@ -362,10 +357,11 @@ impl Runner {
     }
 
     /// Ends an interrupted run (no runner holds it) as its runner ends one that `loopctl stop`
-    /// cancels: `stopped` with `user_stop` (and `reason` as its detail), run.json, the KILLED
-    /// sentinel and the event stream's `avenor.loop.end`, where its stored options name them.
-    /// `NotResumable` for a run no `loopctl run` made (no stored options), or whose outputs
-    /// can no longer be written.
+    /// cancels: `stopped` with `user_stop` (and `reason` as its detail) and the facts SIGTERM
+    /// gives a live stop (exit 143, `cancelled`, for the attempt the dead runner left
+    /// running), run.json, the KILLED sentinel and the event stream's `avenor.loop.end`, where
+    /// its stored options name them. The open attempt gets no event: readers call it abandoned
+    /// (as after a resume), since how its process ended is not known.
     pub fn stop_interrupted(
         root: &Path,
         run: &RunRef,
@@ -374,7 +370,9 @@ impl Runner {
         // Outputs gone since (a removed folder, an event stream that no longer opens): the
         // `stopped` event alone, as for a run no runner made, rather than no stop at all.
         let (r, _) = Runner::reopen(root, run, |_| {}).map_err(|e| match e {
-            RunnerError::Io { .. } => RunnerError::NotResumable(e.to_string()),
+            RunnerError::Io { .. } | RunnerError::Output(_) => {
+                RunnerError::NotResumable(e.to_string())
+            }
             e => e,
         })?;
         prepare::check_outputs(&r.opts).map_err(RunnerError::NotResumable)?;
@@ -382,7 +380,11 @@ impl Runner {
             let req = r.dir.join(STOP_REQUEST);
             std::fs::write(&req, text).map_err(io_err(&req))?;
         }
-        let e = record::interrupted_ending(Interrupt::Cancelled(0), &r.cursor, &r.shape);
+        let mut e =
+            record::interrupted_ending(Interrupt::Cancelled(record::SIGTERM), &r.cursor, &r.shape);
+        if r.attempt_open {
+            record::cancel_running(&mut e);
+        }
         let ended = r.ended_group;
         r.finish(e).map(|f| (f, ended))
     }
@@ -401,7 +403,10 @@ impl Runner {
             ))
         })?;
         // Lock and repair the tail first, so the replay sees the log the runner will extend.
-        let (mut writer, repair) = after_crash::open_log(&run.log)?;
+        let (mut writer, repair) = after_crash::open_log(&run.log).map_err(|e| match e {
+            StoreError::Locked { pid, .. } => RunnerError::Invalid(running(root, run, &pid)),
+            e => e.into(),
+        })?;
         let ended_group = after_crash::end_left_behind(&run.log);
         let opts_read = ReadOptions {
             default_run: run.name.clone(),
@@ -440,6 +445,7 @@ impl Runner {
             cursor,
             trace,
             started,
+            attempt_open,
         } = memories.0.remove(&state.run_id).unwrap_or_default();
         let (cfg, mut opts) =
             record::stored_config(&state.run_id, started).map_err(RunnerError::NotResumable)?;
@@ -447,12 +453,15 @@ impl Runner {
         let shape = shape_of(&cfg, &opts);
         let next_seq = state.last_seq.unwrap_or(0) + 1;
         writer.set_next_seq(next_seq);
-        let mut r = Runner::assemble(root, dir, state.run_id.clone(), cfg, opts, shape, writer)?;
+        let sink = open_sink(opts.on_event.as_deref())?;
+        let mut r = Runner::assemble(root, dir, state.run_id.clone(), cfg, opts, shape, writer);
+        r.sink = sink;
         r.line = outcome.stats.lines;
         r.state = state;
         r.cursor = cursor;
         r.trace = trace;
         r.ended_group = ended_group;
+        r.attempt_open = attempt_open;
         Ok((r, repair))
     }
 

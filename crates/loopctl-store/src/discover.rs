@@ -109,6 +109,14 @@ pub enum Why {
     Named,
     /// No RUN: `current.json` names it.
     Current,
+    /// No RUN, and a runner is running under the root that `current.json` does not name: the
+    /// newest run whose runner is alive.
+    Live {
+        /// Why `current.json` was not used.
+        current: String,
+        /// When its log last changed.
+        at: String,
+    },
     /// No RUN, and no `current.json` naming a run under the root: the newest run.
     Newest {
         /// Why `current.json` was not used.
@@ -135,6 +143,9 @@ impl Selected {
         match &self.why {
             Why::Named => None,
             Why::Current => Some(format!("no RUN given: using {what}, which {CURRENT} names")),
+            Why::Live { current, at } => Some(format!(
+                "no RUN given: using the newest run whose runner is running, {what} ({at}); {current}"
+            )),
             Why::Newest { current, at } => Some(format!(
                 "no RUN given: using the newest run, {what} ({at}); {current}"
             )),
@@ -164,8 +175,29 @@ pub struct Current {
 
 /// `current.json` under `root`, if it exists and can be read.
 pub fn read_current(root: &Path) -> Option<Current> {
-    let text = std::fs::read_to_string(root.join(CURRENT)).ok()?;
-    serde_json::from_str(&text).ok()
+    load_current(root).ok().flatten()
+}
+
+/// `current.json` under `root`: `None` when there is none; the error says what is wrong with
+/// one that cannot be read or is not a `current.json` (a sentence for the user).
+pub fn load_current(root: &Path) -> std::result::Result<Option<Current>, String> {
+    let path = root.join(CURRENT);
+    let text = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(format!(
+                "{} cannot be read ({e}), so it was not used",
+                path.display()
+            ));
+        }
+    };
+    serde_json::from_slice(&text).map(Some).map_err(|e| {
+        format!(
+            "{} is damaged (not a current.json: {e}), so it was not used",
+            path.display()
+        )
+    })
 }
 
 /// Resolves a RUN argument and `--run-id` to one run. RUN is a log file, a run folder, a
@@ -202,25 +234,55 @@ pub fn resolve(spec: Option<&str>, root: &Path) -> Result<RunRef> {
     Ok(select(spec, None, root)?.run)
 }
 
+/// The extensions that make a bare word a log file's name.
+pub const LOG_EXTENSIONS: [&str; 2] = ["jsonl", "ndjson"];
+
+/// Whether RUN is written as a path: it holds a `/`, or ends in a log extension. A bare word
+/// (`myrun`) names a run under the root first, so a same-named file in the current folder
+/// (notes, a sentinel) does not hide it.
+fn written_as_path(spec: &str) -> bool {
+    spec.contains('/')
+        || Path::new(spec)
+            .extension()
+            .is_some_and(|e| LOG_EXTENSIONS.iter().any(|x| e == *x))
+}
+
 fn resolve_spec(spec: &str, root: &Path) -> Result<RunRef> {
     let p = Path::new(spec);
-    if p.is_file() {
-        return Ok(RunRef::file(p));
+    if p.is_dir() && p.join(LOG_NAME).is_file() {
+        return Ok(RunRef::folder(p));
     }
-    if p.is_dir() {
-        if p.join(LOG_NAME).is_file() {
-            return Ok(RunRef::folder(p));
+    if written_as_path(spec) {
+        if p.is_file() {
+            return Ok(RunRef::file(p));
         }
-        if p.file_name().is_some_and(|n| n == LOG_NAME) {
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n == LOG_NAME) {
+                return Err(StoreError::NotFound(format!(
+                    "{spec}: is a folder, not a log file"
+                )));
+            }
             return Err(StoreError::NotFound(format!(
-                "{spec}: is a folder, not a log file"
+                "{spec}: folder has no {LOG_NAME}; if it is a root, list its runs with `loopctl list {spec}`"
             )));
         }
-        return Err(StoreError::NotFound(format!(
-            "{spec}: folder has no {LOG_NAME}; if it is a root, list its runs with `loopctl list {spec}`"
-        )));
     }
-    resolve_under(spec, root)
+    resolve_under(spec, root).map_err(|e| match e {
+        StoreError::NotFound(msg) if !written_as_path(spec) && p.exists() => {
+            let what = if p.is_dir() {
+                format!("./{spec} is a folder without a {LOG_NAME}")
+            } else {
+                format!(
+                    "./{spec} is a file, but a bare word names a log file only with a .jsonl or .ndjson extension: write ./{spec} to read it as a log"
+                )
+            };
+            StoreError::NotFound(format!("{msg}; {what}"))
+        }
+        StoreError::NotFound(msg) if !p.exists() => {
+            StoreError::NotFound(format!("{msg}; no file or folder {spec} either"))
+        }
+        e => e,
+    })
 }
 
 /// How `s`, a run of `run`'s log, stands at `now`: the log's status joined with a probe of the
@@ -246,18 +308,23 @@ pub fn standing(
 /// The command that continues `run` (an interrupted run) when `root` is the root in use: by
 /// name for a folder of that root (with `--root` unless it is the default one), else by path.
 pub fn resume_command(root: &Path, run: &RunRef) -> String {
+    run_command(root, run, "resume")
+}
+
+/// `loopctl <verb> RUN` for `run`, named as `resume_command` names it.
+pub fn run_command(root: &Path, run: &RunRef, verb: &str) -> String {
     let Some(dir) = &run.dir else {
-        return format!("loopctl resume {}", shell_word(&run.log.to_string_lossy()));
+        return format!("loopctl {verb} {}", shell_word(&run.log.to_string_lossy()));
     };
     if dir.parent() != Some(root) {
-        return format!("loopctl resume {}", shell_word(&dir.to_string_lossy()));
+        return format!("loopctl {verb} {}", shell_word(&dir.to_string_lossy()));
     }
     let name = shell_word(&run.name);
     if root == default_root(None) {
-        format!("loopctl resume {name}")
+        format!("loopctl {verb} {name}")
     } else {
         let root = shell_word(&root.to_string_lossy());
-        format!("loopctl --root {root} resume {name}")
+        format!("loopctl --root {root} {verb} {name}")
     }
 }
 
@@ -289,7 +356,8 @@ fn resolve_under(spec: &str, root: &Path) -> Result<RunRef> {
     };
     match hits.as_slice() {
         [] => Err(StoreError::NotFound(format!(
-            "no run {spec:?}: not a file, not a folder, and no run of that id or alias under {}",
+            "no run {spec:?}: no run folder {}, and no run of that id or alias under {}",
+            dir.display(),
             root.display()
         ))),
         [one] => {
@@ -324,31 +392,52 @@ pub fn candidates_under(root: &Path) -> Vec<Candidate> {
     out
 }
 
-/// With no RUN: the run `current.json` names if it is under the root, else the newest run.
+/// With no RUN: a run whose runner is alive first (the one `current.json` names, else the
+/// newest such run), else the run `current.json` names if it is under the root, else the
+/// newest run. Two runs of one root share one `current.json`: the run that started last names
+/// itself in it and removes it when it ends, while the other may still be going.
 fn default_run(root: &Path) -> Result<Selected> {
-    let current = match read_current(root) {
-        Some(cur) => {
+    let alive = |r: &RunRef| crate::append::liveness(&r.log) == Liveness::Alive;
+    let mut named = None;
+    let current = match load_current(root) {
+        Ok(Some(cur)) => {
             let names: Vec<String> = [cur.active_run_id, cur.task_alias]
                 .into_iter()
                 .flatten()
                 .filter(|n| !n.is_empty())
                 .collect();
-            for n in &names {
-                if let Ok(run) = resolve_under(n, root) {
-                    return Ok(Selected {
-                        run,
-                        why: Why::Current,
-                    });
-                }
+            named = names.iter().find_map(|n| resolve_under(n, root).ok());
+            if let Some(run) = named.as_ref().filter(|r| alive(r)) {
+                return Ok(Selected {
+                    run: run.clone(),
+                    why: Why::Current,
+                });
             }
-            match names.first() {
-                Some(n) => format!("{CURRENT} names {n:?}, which is not under the root"),
-                None => format!("{CURRENT} names no run"),
+            match (&named, names.first()) {
+                (Some(_), Some(n)) => format!("{CURRENT} names {n:?}, whose runner is not running"),
+                (_, Some(n)) => format!("{CURRENT} names {n:?}, which is not under the root"),
+                (_, None) => format!("{CURRENT} names no run"),
             }
         }
-        None => format!("{} has no {CURRENT}", root.display()),
+        Ok(None) => format!("{} has no {CURRENT}", root.display()),
+        Err(damage) => damage,
     };
-    let (run, (at, of_event)) = newest(root).ok_or_else(|| {
+    if let Some((run, at)) = newest_where(root, alive) {
+        return Ok(Selected {
+            run,
+            why: Why::Live {
+                current,
+                at: describe_change(at),
+            },
+        });
+    }
+    if let Some(run) = named {
+        return Ok(Selected {
+            run,
+            why: Why::Current,
+        });
+    }
+    let (run, at) = newest(root).ok_or_else(|| {
         StoreError::NotFound(format!(
             "no runs under {}: name a run, or start one with `loopctl run`",
             root.display()
@@ -358,26 +447,37 @@ fn default_run(root: &Path) -> Result<Selected> {
         run,
         why: Why::Newest {
             current,
-            at: format!(
-                "{} {}",
-                if of_event {
-                    "last event"
-                } else {
-                    "log modified"
-                },
-                at.to_rfc3339()
-            ),
+            at: describe_change(at),
         },
     })
+}
+
+/// `last event <time>`, else `log modified <time>`.
+fn describe_change((at, of_event): (Ts, bool)) -> String {
+    format!(
+        "{} {}",
+        if of_event {
+            "last event"
+        } else {
+            "log modified"
+        },
+        at.to_rfc3339()
+    )
 }
 
 /// The run folder under `root` whose log changed last, with `last_change`'s answer. Ties
 /// (the same last event time) go to the log written last.
 pub fn newest(root: &Path) -> Option<(RunRef, (Ts, bool))> {
+    newest_where(root, |_| true)
+}
+
+/// `newest` among the run folders `keep` keeps.
+fn newest_where(root: &Path, keep: impl Fn(&RunRef) -> bool) -> Option<(RunRef, (Ts, bool))> {
     let modified = |log: &Path| std::fs::metadata(log).and_then(|m| m.modified()).ok();
     list_runs(root)
         .ok()?
         .into_iter()
+        .filter(|r| keep(r))
         .filter_map(|r| last_change(&r.log).map(|t| (modified(&r.log), r, t)))
         .max_by(|(m, a, t), (n, b, u)| {
             t.0.cmp(&u.0)

@@ -357,6 +357,9 @@ fn stop_of_one_run_of_a_shared_log_writes_only_its_own_state() {
     )
     .unwrap();
     let a_state = std::fs::read(root.join("stagnation/run.json")).unwrap();
+    // A lock nobody holds: a loopctl runner's log whose runner is gone (stop writes into no
+    // log of another tool's, and these events are aif-loop's).
+    std::fs::write(root.join("stagnation/.history.jsonl.lock"), "").unwrap();
     let v = json_at(&root, &["stop", STAG_B, "--json"]);
     assert_eq!(v["result"], "idle", "{v}");
     assert!(

@@ -409,6 +409,8 @@ fn stop_names_the_run_and_the_folder_when_they_differ() {
         root.path().join("s/history.jsonl"),
     )
     .unwrap();
+    // A loopctl runner's lock, nobody holding it: stop writes into no other tool's log.
+    std::fs::write(root.path().join("s/.history.jsonl.lock"), "").unwrap();
     let out = loopctl()
         .args(["--root"])
         .arg(root.path())

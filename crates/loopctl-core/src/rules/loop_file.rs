@@ -187,10 +187,14 @@ pub struct Parsed {
 
 /// A loop file refused: every problem, and the warnings too (an unknown key is often the typo
 /// behind an error: `promt` and "needs exactly one of prompt or prompt_file").
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Rejected {
     pub errors: Vec<ConfigError>,
     pub warnings: Vec<String>,
+    /// The file as far as it could be read (the phases that parsed), when it is a JSON
+    /// object: what a caller's own checks (prompt files, agents) can still look at, so that
+    /// every problem is reported at once.
+    pub partial: Option<Box<LoopFile>>,
 }
 
 impl From<ConfigError> for Rejected {
@@ -198,6 +202,7 @@ impl From<ConfigError> for Rejected {
         Rejected {
             errors: vec![e],
             warnings: Vec::new(),
+            partial: None,
         }
     }
 }
@@ -428,9 +433,6 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Rejected> {
             }
         }
     }
-    if !errors.is_empty() {
-        return Err(Rejected { errors, warnings });
-    }
     let file = LoopFile {
         pre,
         loop_,
@@ -442,13 +444,18 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Rejected> {
         stagnation,
         feedback_max_length,
     };
-    Ok(Parsed {
-        file: match initial {
-            Some(p) => file.with_initial(p),
-            None => file,
-        },
-        warnings,
-    })
+    let file = match initial {
+        Some(p) => file.with_initial(p),
+        None => file,
+    };
+    if !errors.is_empty() {
+        return Err(Rejected {
+            errors,
+            warnings,
+            partial: Some(Box::new(file)),
+        });
+    }
+    Ok(Parsed { file, warnings })
 }
 
 fn phase(

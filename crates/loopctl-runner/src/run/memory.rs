@@ -16,6 +16,8 @@ pub(super) struct Memory {
     pub(super) cursor: Cursor,
     pub(super) trace: Trace,
     pub(super) started: Option<Value>,
+    /// An attempt started and not finished: the one a dead runner left running.
+    pub(super) attempt_open: bool,
 }
 
 /// Each run's memory, by run id; only events that name their run count (a runner's always do).
@@ -31,8 +33,11 @@ impl Projection for Memories {
             Some(m) => m,
             None => self.0.entry(id.to_string()).or_default(),
         };
-        if ev.kind == Kind::RunStarted {
-            m.started = Some(ev.payload_value());
+        match ev.kind {
+            Kind::RunStarted => m.started = Some(ev.payload_value()),
+            Kind::PhaseStarted => m.attempt_open = true,
+            Kind::PhaseFinished | Kind::PhaseRetry | Kind::Stopped => m.attempt_open = false,
+            _ => {}
         }
         m.cursor.apply(ev);
         m.trace.apply(ev);

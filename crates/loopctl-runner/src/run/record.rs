@@ -11,6 +11,9 @@ use loopctl_core::{RunState, Status};
 use serde_json::{Value, json};
 
 use super::{RunOptions, STALLED};
+
+/// The signal `loopctl stop` sends a live runner, and a phase it cancels dies of.
+pub(super) const SIGTERM: i32 = nix::libc::SIGTERM;
 use crate::control::Interrupt;
 use crate::phase;
 
@@ -177,6 +180,13 @@ pub(super) fn retry(
 ) -> Value {
     json!({"kind": pos.kind.as_str(), "index": pos.index, "attempt": attempt - 1,
            "next_attempt": attempt, "retry": retry, "delay_ms": delay_ms, "exit_code": exit_code})
+}
+
+/// An interrupted ending's facts when an attempt was running: what the attempt SIGTERM (the
+/// signal a live stop sends) ends records, 143 and `cancelled`, not the previous attempt's.
+pub(super) fn cancel_running(e: &mut Ending) {
+    e.exit_code = Some(i64::from(128 + SIGTERM));
+    e.stop_reason = "cancelled".into();
 }
 
 /// How a run ends when a signal or `--timeout` interrupted it.

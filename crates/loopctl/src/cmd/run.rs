@@ -76,8 +76,9 @@ a phase's \"transition\" branches on its result; \"stagnation\" stops a loop tha
 Exit code = the sentinel's: 0 DONE, 3 DONE stopped for stagnation, 5 BLOCKED, the phase's code
 for FAILED, 124 TIMEOUT, 130 KILLED; 1 for a loop file that does not validate.
 
-Example:
-  loopctl run --loop-file examples/fix-the-tests/loop.json --dir /tmp/fix --root /tmp/fix/.loopctl")]
+Example (from the repository's root, on a copy of the example's files):
+  d=$(mktemp -d) && cp -r examples/fix-the-tests/. \"$d\"
+  loopctl run --loop-file \"$d/loop.json\" --dir \"$d\" --root \"$d/.loopctl\"")]
 pub struct RunArgs {
     /// The loop file (Avenor's JSON: pre, loop, post, max_iterations).
     #[arg(long, value_name = "FILE")]
@@ -373,8 +374,10 @@ fn summary(f: &Finished) {
         .or(s.stop.detail.as_deref())
         .map(|l| format!(": {l}"))
         .unwrap_or_default();
-    // A decided stop names its reason (`threshold_reached`, `stagnation`, ...).
+    // The stop reason `status` and run.json give (`iteration_limit`, `user_stop`, ...), not the
+    // exit reason (`max_iterations`, `cancelled`): one word for one ending.
     let reason = match &f.ending.decided {
+        _ if !s.stop.reason.is_empty() => s.stop.reason.as_str(),
         Some(d) => d.reason.as_str(),
         None => f.ending.reason.as_str(),
     };
