@@ -2,10 +2,9 @@
 //! it before they go on, so that no two copies of an agent work on the same tree.
 
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::cargo_bin;
 use serde_json::{Value, json};
 
 mod common;
@@ -16,17 +15,7 @@ const FIRST_TIME_SLEEPS: &str =
     "if [ ! -f leader ]; then echo $$ > leader.tmp; mv leader.tmp leader; sleep 60; fi";
 
 fn spawn_run(s: &Sandbox, config: Value) -> Child {
-    std::fs::write(s.dir.join("loop.json"), config.to_string()).unwrap();
-    std::process::Command::new(cargo_bin("loopctl"))
-        .current_dir(&s.dir)
-        .env("NO_COLOR", "1")
-        .arg("--root")
-        .arg(s.root())
-        .args(RUN)
-        .arg("-q")
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap()
+    spawn_run_with(s, config, &[])
 }
 
 /// Kills the runner once its phase is sleeping; returns the phase group's id.

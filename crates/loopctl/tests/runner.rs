@@ -1,10 +1,9 @@
 //! End-to-end tests of `loopctl run`, `resume`, `stop` and `clean`, with phases that are
 //! small shell commands.
 
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::cargo_bin;
 use serde_json::{Value, json};
 
 mod common;
@@ -255,21 +254,6 @@ fn timeout_kills_the_phase_group_and_writes_timeout_124() {
 
 fn spawn_run(s: &Sandbox, config: Value) -> Child {
     spawn_run_with(s, config, &[])
-}
-
-fn spawn_run_with(s: &Sandbox, config: Value, extra: &[&str]) -> Child {
-    std::fs::write(s.dir.join("loop.json"), config.to_string()).unwrap();
-    std::process::Command::new(cargo_bin("loopctl"))
-        .current_dir(&s.dir)
-        .env("NO_COLOR", "1")
-        .arg("--root")
-        .arg(s.root())
-        .args(RUN)
-        .args(extra)
-        .arg("-q")
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap()
 }
 
 /// Waits until the run's log has a `phase_started` event.

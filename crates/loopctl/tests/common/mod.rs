@@ -117,3 +117,19 @@ pub fn git(dir: &Path, args: &[&str]) {
         .success();
     assert!(ok, "git {args:?}");
 }
+
+/// `loopctl run` of `config` (written to the sandbox's loop.json) in the background, quiet.
+pub fn spawn_run_with(s: &Sandbox, config: Value, extra: &[&str]) -> std::process::Child {
+    std::fs::write(s.dir.join("loop.json"), config.to_string()).unwrap();
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("loopctl"))
+        .current_dir(&s.dir)
+        .env("NO_COLOR", "1")
+        .arg("--root")
+        .arg(s.root())
+        .args(RUN)
+        .args(extra)
+        .arg("-q")
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
