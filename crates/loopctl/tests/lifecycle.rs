@@ -58,6 +58,22 @@ fn write_loop(dir: &Path, name: &str, config: Value) {
     std::fs::write(dir.join(name), config.to_string()).unwrap();
 }
 
+/// A loop of one phase that succeeds at once, as `dir/file`.
+fn write_quick_loop(dir: &Path, file: &str) {
+    write_loop(
+        dir,
+        file,
+        json!({"max_iterations": 1, "loop": [{"name": "w", "run": "true"}]}),
+    );
+}
+
+/// `loopctl --root ROOT run --loop-file FILE --run-id ID EXTRA...` in `dir`, to its end.
+fn run_loop(dir: &Path, root: &str, file: &str, id: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["--root", root, "run", "--loop-file", file, "--run-id", id];
+    args.extend_from_slice(extra);
+    out(dir, &args)
+}
+
 /// Waits until `log` holds an event named `event`.
 fn wait_for(log: &Path, event: &str) {
     let end = Instant::now() + Duration::from_secs(20);
@@ -143,24 +159,8 @@ fn stop_of_a_bare_native_log_leaves_a_run_json_check_accepts() {
 fn a_file_named_like_a_run_does_not_hide_the_run() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    write_loop(
-        dir,
-        "loop.json",
-        json!({"max_iterations": 1, "loop": [{"name": "w", "run": "true"}]}),
-    );
-    let (code, _, err) = out(
-        dir,
-        &[
-            "--root",
-            "r",
-            "run",
-            "--loop-file",
-            "loop.json",
-            "--run-id",
-            "myrun",
-            "-q",
-        ],
-    );
+    write_quick_loop(dir, "loop.json");
+    let (code, _, err) = run_loop(dir, "r", "loop.json", "myrun", &["-q"]);
     assert_eq!(code, 0, "{err}");
     std::fs::write(dir.join("myrun"), "notes\n").unwrap();
     let (code, stdout, err) = out(dir, &["--root", "r", "status", "myrun"]);
@@ -202,26 +202,10 @@ fn with_no_run_named_a_running_run_is_chosen_before_one_that_ended() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     write_loop(dir, "long.json", sleeping_loop(30));
-    write_loop(
-        dir,
-        "short.json",
-        json!({"max_iterations": 1, "loop": [{"name": "w", "run": "true"}]}),
-    );
+    write_quick_loop(dir, "short.json");
     let mut a = spawn_run(dir, "long.json", "A");
     wait_for(&dir.join("root/A/history.jsonl"), "phase_started");
-    let (code, _, err) = out(
-        dir,
-        &[
-            "--root",
-            "root",
-            "run",
-            "--loop-file",
-            "short.json",
-            "--run-id",
-            "B",
-            "-q",
-        ],
-    );
+    let (code, _, err) = run_loop(dir, "root", "short.json", "B", &["-q"]);
     assert_eq!(code, 0, "{err}");
     let (code, stdout, err) = out(dir, &["--root", "root", "status", "--json"]);
     assert_eq!(code, 0, "{err}");
@@ -355,11 +339,7 @@ fn mkfifo(path: &Path) {
 
 /// `loopctl run` of a one-phase loop as `run_id` with `--on-event fifo`, given at most 20 s.
 fn run_to_fifo(dir: &Path, run_id: &str) -> (Option<i32>, String) {
-    write_loop(
-        dir,
-        "short.json",
-        json!({"max_iterations": 1, "loop": [{"name": "w", "run": "true"}]}),
-    );
+    write_quick_loop(dir, "short.json");
     let mut child = loopctl(
         dir,
         &[
@@ -473,23 +453,8 @@ fn resume_of_a_running_run_says_it_runs_and_what_to_do() {
 fn the_runners_last_line_and_status_name_an_ending_alike() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    write_loop(
-        dir,
-        "loop.json",
-        json!({"max_iterations": 1, "loop": [{"name": "w", "run": "true"}]}),
-    );
-    let (code, _, err) = out(
-        dir,
-        &[
-            "--root",
-            "root",
-            "run",
-            "--loop-file",
-            "loop.json",
-            "--run-id",
-            "v",
-        ],
-    );
+    write_quick_loop(dir, "loop.json");
+    let (code, _, err) = run_loop(dir, "root", "loop.json", "v", &[]);
     assert_eq!(code, 0, "{err}");
     let last = err.lines().last().unwrap_or_default().to_string();
     let (_, status, _) = out(dir, &["--root", "root", "status", "v"]);
