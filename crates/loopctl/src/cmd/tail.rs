@@ -78,7 +78,9 @@ pub struct Args {
     raw: bool,
     /// Exit when the followed run ends, with the exit code its sentinel gives; 1 if its runner
     /// is gone before it ended (interrupted: nothing will end it but resume or stop), or, with
-    /// --no-follow, if it has not ended.
+    /// --no-follow, if it has not ended. Following several runs (a root, a merged log), it
+    /// exits once all of them have ended, with the code of the last to end: at once when none
+    /// runs; a run started later is not waited for.
     #[arg(long)]
     until_done: bool,
     /// How often to check files when no notification arrives, in milliseconds.
