@@ -547,30 +547,20 @@ pub fn maybe_runs(root: &Path) -> Result<Vec<RunRef>> {
         .collect())
 }
 
-/// The run folders under a root, as `list` and `status` see it: a root the user named
-/// (`--root`, `$LOOPCTL_ROOT`) must exist, while the default root missing only means that no
-/// run was made here yet (no runs, not an error).
 /// The log of `dir` when `dir` is a run folder (holds its own log) rather than a root.
 pub fn folder_log(dir: &Path) -> Option<PathBuf> {
     let log = dir.join(LOG_NAME);
     log.is_file().then_some(log)
 }
 
+/// The run folders under a root, as `list` and `status` see it: a root the user named
+/// (`--root`, `$LOOPCTL_ROOT`) must exist, while the default root missing only means that no
+/// run was made here yet (no runs, not an error).
 pub fn runs_under(root: &Path, named: bool) -> Result<Vec<RunRef>> {
-    match list_runs(root) {
-        Err(StoreError::Io { cause, .. })
-            if !named && cause.kind() == std::io::ErrorKind::NotFound =>
-        {
-            Ok(Vec::new())
-        }
-        Err(StoreError::Io { path, cause }) if cause.kind() == std::io::ErrorKind::NotFound => {
-            Err(StoreError::NotFound(format!(
-                "no root folder {}: it does not exist",
-                path.display()
-            )))
-        }
-        other => other,
+    if !crate::root::root_exists(root, named)? {
+        return Ok(Vec::new());
     }
+    list_runs(root)
 }
 
 #[cfg(test)]

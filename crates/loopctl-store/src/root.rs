@@ -9,7 +9,8 @@ use crate::{Result, StoreError};
 /// it as a root that holds no run (empty output, exit 0). A root the user named must exist: an
 /// error (docs/cli.md, "The root").
 pub fn root_exists(root: &Path, named: bool) -> Result<bool> {
-    match std::fs::symlink_metadata(root) {
+    // A dangling symlink is no root either.
+    match std::fs::metadata(root) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => match named {
             false => Ok(false),
             true => Err(StoreError::NotFound(format!(
