@@ -127,15 +127,7 @@ fn tail_reports_a_repeated_seq_and_a_torn_tail_and_skips_the_repeat() {
             assert_eq!(out.lines().count(), lines.len(), "{args:?}: {out}");
         }
         if format == ["--json"] {
-            let seqs: Vec<u64> = out
-                .lines()
-                .map(|l| {
-                    serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
-                        .as_u64()
-                        .unwrap()
-                })
-                .collect();
-            assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
+            assert_eq!(seqs(&out), (1..=lines.len() as u64).collect::<Vec<_>>());
         }
         let strict: Vec<&str> = ["--strict"].into_iter().chain(args.clone()).collect();
         assert_eq!(run(&strict).0, 1, "{strict:?}");
