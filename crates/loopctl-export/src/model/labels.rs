@@ -1,7 +1,7 @@
 //! The label values the model files series under: closed sets, with anything else as `other`.
 
 use loopctl_core::Event;
-use loopctl_core::decode::event::USAGE_EXTRAS;
+use loopctl_core::decode::agent_usage::AgentUsage;
 use loopctl_core::fold::replay::FindingKind;
 use loopctl_core::fold::run_state::RunState;
 use loopctl_core::fold::trace::Attempt;
@@ -96,25 +96,16 @@ pub(super) fn event_label(ev: &Event<'_>) -> &'static str {
 /// Cache tokens and cost from a payload, where a log carries them (no dialect does yet in the
 /// corpus; Claude's usage objects and result events do).
 pub(super) fn usage_extras(payload: &str) -> (u64, u64, Option<f64>) {
-    // The keys the decoder flags (`Facts::usage_extras`): callers decode only flagged payloads.
-    let [read_in, read, creation_in, creation, cost, total_cost] = USAGE_EXTRAS;
+    // Read as every other reader reads a payload's usage (`AgentUsage::from_payload`).
     let Ok(v) = serde_json::from_str::<Value>(payload) else {
         return (0, 0, None);
     };
-    let u = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let usage = v.get("usage").unwrap_or(&v);
-    let read = u(usage, read_in).max(u(usage, read));
-    let creation = u(usage, creation_in).max(u(usage, creation));
-    // At the top (Claude's result events), else in `usage` (the runner's phase_finished).
-    let cost_in = |v: &Value| {
-        [cost, total_cost]
-            .iter()
-            .find_map(|k| v.get(*k).and_then(Value::as_f64))
-    };
-    let cost = cost_in(&v)
-        .or_else(|| cost_in(usage))
-        .filter(|c| c.is_finite() && *c >= 0.0);
-    (read, creation, cost)
+    let u = AgentUsage::from_payload(&v).unwrap_or_default();
+    (
+        u.cache_read_tokens.unwrap_or(0),
+        u.cache_creation_tokens.unwrap_or(0),
+        u.cost_usd,
+    )
 }
 
 pub fn finding_label(kind: FindingKind) -> &'static str {
