@@ -155,15 +155,47 @@ pub struct LogFold {
     pub m: MetricState,
     pub feed: Feed,
     pub damages: Vec<Damage>,
+    /// Bytes of lines folded, while the fold is lean (`LEAN_MAX`).
+    lean_bytes: u64,
 }
 
+/// A log folded the lean way (`model/lean.rs`) may have to be folded again the full way: past
+/// this many bytes it is not folded the lean way, so that a second reading costs little more
+/// than the first. A larger log is split by run on threads, and its shards fold the full way.
+const LEAN_MAX: u64 = 8 << 20;
+
 impl LogFold {
+    /// A log's fold, lean (`MetricState::fold_lean`): a log folded whole at start-up.
     pub fn new(options: &Options, name: &str, max_line: usize) -> LogFold {
+        let mut f = LogFold::full(options, name, max_line);
+        f.m.fold_lean(true);
+        f
+    }
+
+    /// A log's fold the full way (a shard of a large log, a log folded again).
+    pub fn full(options: &Options, name: &str, max_line: usize) -> LogFold {
         LogFold {
             m: MetricState::alone(options, name),
             feed: Feed::new(0, max_line),
             damages: Vec::new(),
+            lean_bytes: 0,
         }
+    }
+
+    /// Whether a line needs folding: not once the lean way has given up (the log is folded
+    /// again). Counts the bytes of a lean fold.
+    fn wanted(&mut self, line: Line) -> bool {
+        if self.m.gave_up() {
+            return false;
+        }
+        if self.m.is_lean() {
+            self.lean_bytes += line.len + 1;
+            if self.lean_bytes > LEAN_MAX {
+                self.m.give_up_lean();
+                return !self.m.gave_up();
+            }
+        }
+        true
     }
 
     fn lines(&mut self) -> Lines<'_, impl FnMut(Damage) + '_> {
@@ -178,13 +210,19 @@ impl LogFold {
 
 impl Projection for LogFold {
     fn event(&mut self, line: Line, ev: &Event<'_>) {
-        self.lines().event(line, ev);
+        if self.wanted(line) {
+            self.lines().event(line, ev);
+        }
     }
     fn damaged(&mut self, line: Line, damage: &fold::Damage) {
-        self.lines().damaged(line, damage);
+        if self.wanted(line) {
+            self.lines().damaged(line, damage);
+        }
     }
     fn blank(&mut self, line: Line) {
-        self.lines().blank(line);
+        if self.wanted(line) {
+            self.lines().blank(line);
+        }
     }
 }
 
@@ -192,7 +230,7 @@ impl Projection for LogFold {
 impl Split for LogFold {
     fn fork(&self) -> Self {
         let name = self.m.source_name(0).unwrap_or_default();
-        LogFold::new(&self.m.options, name, self.feed.max_line)
+        LogFold::full(&self.m.options, name, self.feed.max_line)
     }
 
     fn settle(&mut self) {

@@ -34,7 +34,9 @@ mod caps;
 mod counts;
 mod key;
 mod labels;
+mod lean;
 mod merge;
+mod metric;
 mod observe;
 mod packed;
 mod totals;
@@ -42,174 +44,13 @@ mod totals;
 use caps::Caps;
 use counts::{EventCounts, PhaseCounts};
 use key::{Key, Label};
+use lean::Lean;
 use packed::{Interner, RunContribution};
 use totals::Totals;
 
 pub use labels::finding_label;
 use labels::{event_label, loop_label, loop_label_ref, usage_extras};
-
-/// Every series loopctl exports. `docs/metrics.md` documents them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Metric {
-    Runs,
-    RunsStarted,
-    RunsFinished,
-    RunDuration,
-    RunIterations,
-    PhaseDuration,
-    Phases,
-    PhaseRetries,
-    Evaluations,
-    EvaluationScore,
-    StagnationVerdicts,
-    Tokens,
-    Cost,
-    LogFindings,
-    Events,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Type {
-    Counter,
-    Gauge,
-    Histogram,
-}
-
-/// Phase buckets: agent phases last from a second to hours.
-const PHASE_BUCKETS: &[f64] = &[
-    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0,
-];
-const RUN_BUCKETS: &[f64] = &[
-    10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0, 259200.0,
-];
-const ITERATION_BUCKETS: &[f64] = &[
-    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 50.0, 100.0,
-];
-/// aif-loop's thresholds are 0.8 (phase A) and 0.9 (phase B): finer there.
-const SCORE_BUCKETS: &[f64] = &[
-    0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0,
-];
-
-impl Metric {
-    pub const ALL: [Metric; 15] = [
-        Metric::Runs,
-        Metric::RunsStarted,
-        Metric::RunsFinished,
-        Metric::RunDuration,
-        Metric::RunIterations,
-        Metric::PhaseDuration,
-        Metric::Phases,
-        Metric::PhaseRetries,
-        Metric::Evaluations,
-        Metric::EvaluationScore,
-        Metric::StagnationVerdicts,
-        Metric::Tokens,
-        Metric::Cost,
-        Metric::LogFindings,
-        Metric::Events,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::Runs => "loopctl_runs",
-            Metric::RunsStarted => "loopctl_runs_started_total",
-            Metric::RunsFinished => "loopctl_runs_finished_total",
-            Metric::RunDuration => "loopctl_run_duration_seconds",
-            Metric::RunIterations => "loopctl_run_iterations",
-            Metric::PhaseDuration => "loopctl_phase_duration_seconds",
-            Metric::Phases => "loopctl_phases_total",
-            Metric::PhaseRetries => "loopctl_phase_retries_total",
-            Metric::Evaluations => "loopctl_evaluations_total",
-            Metric::EvaluationScore => "loopctl_evaluation_score",
-            Metric::StagnationVerdicts => "loopctl_stagnation_verdicts_total",
-            Metric::Tokens => "loopctl_tokens_total",
-            Metric::Cost => "loopctl_cost_usd_total",
-            Metric::LogFindings => "loopctl_log_findings_total",
-            Metric::Events => "loopctl_events_total",
-        }
-    }
-
-    pub fn help(self) -> &'static str {
-        match self {
-            Metric::Runs => "Runs by current status.",
-            Metric::RunsStarted => {
-                "Runs started: each run_started, or a run's first event when it has none."
-            }
-            Metric::RunsFinished => "Runs that ended, by status and canonical exit reason.",
-            Metric::RunDuration => "Wall time from a run's first to its last event, at its end.",
-            Metric::RunIterations => {
-                "Iterations a run took, when it ended: the count its end states, else the iteration it ended in."
-            }
-            Metric::PhaseDuration => {
-                "Duration of finished phase attempts (aif-loop: derived steps)."
-            }
-            Metric::Phases => "Finished phase attempts by stop reason.",
-            Metric::PhaseRetries => "Phase retries.",
-            Metric::Evaluations => "Evaluations by result (pass, fail, unknown).",
-            Metric::EvaluationScore => "Evaluation scores (0..1).",
-            Metric::StagnationVerdicts => "Stagnation detectors that triggered on a run.",
-            Metric::Tokens => "Tokens used, by type, where the logs carry them.",
-            Metric::Cost => "Cost in US dollars, where the logs carry it.",
-            Metric::LogFindings => {
-                "Findings about the logs: damaged lines, torn tails, seq problems."
-            }
-            Metric::Events => "Events read, by dialect and type (unknown types as other).",
-        }
-    }
-
-    pub fn kind(self) -> Type {
-        match self {
-            Metric::Runs => Type::Gauge,
-            Metric::RunDuration
-            | Metric::RunIterations
-            | Metric::PhaseDuration
-            | Metric::EvaluationScore => Type::Histogram,
-            _ => Type::Counter,
-        }
-    }
-
-    /// Label names, `loop` first where the series has it.
-    pub fn labels(self) -> &'static [&'static str] {
-        match self {
-            Metric::Runs => &["loop", "status"],
-            Metric::RunsStarted | Metric::EvaluationScore | Metric::Cost => &["loop"],
-            Metric::RunsFinished => &["loop", "status", "exit_reason"],
-            Metric::RunDuration | Metric::RunIterations => &["loop", "status"],
-            Metric::PhaseDuration => &["loop", "phase", "kind"],
-            Metric::Phases => &["loop", "phase", "stop_reason"],
-            Metric::PhaseRetries => &["loop", "phase"],
-            Metric::Evaluations => &["loop", "result"],
-            Metric::StagnationVerdicts => &["loop", "detector"],
-            Metric::Tokens => &["loop", "type"],
-            Metric::LogFindings => &["kind"],
-            Metric::Events => &["dialect", "event"],
-        }
-    }
-
-    fn has_loop(self) -> bool {
-        self.labels().first() == Some(&"loop")
-    }
-
-    pub fn buckets(self) -> &'static [f64] {
-        match self {
-            Metric::RunDuration => RUN_BUCKETS,
-            Metric::RunIterations => ITERATION_BUCKETS,
-            Metric::PhaseDuration => PHASE_BUCKETS,
-            Metric::EvaluationScore => SCORE_BUCKETS,
-            _ => &[],
-        }
-    }
-
-    /// Stored integer units per exported unit.
-    pub fn scale(self) -> f64 {
-        match self {
-            Metric::RunDuration | Metric::PhaseDuration => 1e3,
-            Metric::EvaluationScore => 1e6,
-            Metric::Cost => 1e9,
-            _ => 1.0,
-        }
-    }
-}
+pub use metric::{Metric, Type};
 
 /// A histogram in stored units: per-bucket (not cumulative) counts, the last for `+Inf`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -398,6 +239,8 @@ pub struct RunMetrics {
     phases: PhaseCounts,
     /// `None` once the run has ended; a fresh one if it starts again.
     live: Option<Box<Live>>,
+    /// In place of `live`, for a run folded the lean way (`MetricState::lean`).
+    lean: Option<Box<Lean>>,
     /// Seq findings about the run's events (`/api/runs`; damaged lines name no run).
     pub findings: u64,
 }
@@ -476,6 +319,7 @@ impl RunMetrics {
     /// Drops what only a running run needs.
     fn end(&mut self) {
         self.live = None;
+        self.lean = None;
         let s = &mut self.state;
         // run.json's parts: the metrics and `/api/runs` read none of them, and a restart's
         // `run_started` sets them again. The score history's last point is all the fold reads.
@@ -546,6 +390,13 @@ pub struct MetricState {
     joined: Vec<MetricState>,
     /// Folded alone and settled (`settle`): `totals` holds its runs' contributions summed.
     settled: bool,
+    /// Runs of logs without explicit phases are folded the lean way (`lean.rs`): a log folded
+    /// alone at start-up (`fold_lean`).
+    lean: bool,
+    /// The lean way could not fold this log exactly: it is to be folded again the full way.
+    needs_full: bool,
+    /// Runs folded the lean way and taken in (tests check the lean path ran).
+    lean_runs: u64,
 }
 
 impl MetricState {
@@ -670,9 +521,11 @@ impl MetricState {
                     contribution: RunContribution::default(),
                     tally: [0; 5],
                     phases: PhaseCounts::default(),
-                    live: Some(Live::new()),
+                    live: None,
+                    lean: None,
                     findings: 0,
                 };
+                self.start_trace(&mut r, ev);
                 self.add(&mut r, Key::new(Metric::RunsStarted), Delta::Count(1));
                 self.add(&mut r, runs_key(Status::Running), Delta::Count(1));
                 (e.insert(Box::new(r)), false)
@@ -708,6 +561,54 @@ impl MetricState {
         step.finding
     }
 
+    /// A running run's fresh trace: lean when this model folds the lean way and the event is
+    /// the lean path's, else the core's.
+    fn start_trace(&mut self, run: &mut RunMetrics, ev: &Event<'_>) {
+        if self.lean && !self.needs_full && lean::folds(ev.kind) {
+            self.lean_runs += 1;
+            run.lean = Some(Lean::new());
+        } else {
+            run.live = Some(Live::new());
+        }
+    }
+
+    /// Folds this model's new runs the lean way, or not (a log folded alone at start-up).
+    pub fn fold_lean(&mut self, on: bool) {
+        self.lean = on;
+    }
+
+    /// How many runs of the logs taken in were folded the lean way.
+    pub fn lean_runs(&self) -> u64 {
+        self.lean_runs
+    }
+
+    pub fn is_lean(&self) -> bool {
+        self.lean
+    }
+
+    /// The lean way has given up on this log (`needs_full`, without looking at the runs).
+    pub fn gave_up(&self) -> bool {
+        self.needs_full
+    }
+
+    /// Whether this log's fold must be done again the full way: the lean way met what it does
+    /// not fold, or a run it folds is still running (its trace is needed to follow it).
+    pub fn needs_full(&self) -> bool {
+        self.needs_full
+            || self
+                .sources
+                .iter()
+                .flatten()
+                .any(|s| s.runs.values().any(|r| r.lean.is_some()))
+    }
+
+    /// Gives up the lean way: the log is to be folded again the full way (it grew too large
+    /// for a second reading to be cheap).
+    pub fn give_up_lean(&mut self) {
+        self.needs_full |= self.lean && self.needs_full();
+        self.lean = false;
+    }
+
     fn add(&mut self, run: &mut RunMetrics, key: Key, d: Delta) {
         let m = key.metric;
         if !self.alone {
@@ -725,23 +626,31 @@ impl MetricState {
         let after = run.state.status;
         // An ended run has no trace: its later events count (events, tokens, cost, status) but
         // add no phase, evaluation or verdict, unless it starts again, with a fresh trace.
-        let mut live = match run.live.take() {
-            Some(l) => Some(l),
-            None if after == Status::Running => Some(Live::new()),
-            None => None,
-        };
+        if run.live.is_none() && run.lean.is_none() && after == Status::Running {
+            self.start_trace(run, ev);
+        }
+        let mut live = run.live.take();
         if let Some(l) = live.as_deref_mut() {
             l.trace.apply(ev);
+        }
+        let mut lean = run.lean.take();
+        if lean.is_some() && !lean::folds(ev.kind) {
+            // Not this path's: the log is folded again the full way (`needs_full`).
+            self.needs_full = true;
+            lean = None;
         }
         // Admitted again only when what the label is made of changed (admission is monotonic).
         let raw = loop_label_ref(&run.state, source);
         if raw != run.raw_label {
             run.raw_label = raw.to_string();
             let label = self.admit_loop(run.raw_label.clone());
-            if label != run.loop_label
-                && let Some(l) = live.as_deref_mut()
-            {
-                l.admitted.clear();
+            if label != run.loop_label {
+                if let Some(l) = live.as_deref_mut() {
+                    l.admitted.clear();
+                }
+                if let Some(l) = lean.as_deref_mut() {
+                    l.admitted.clear();
+                }
             }
             if label != run.loop_label && !self.alone {
                 let totals = &mut self.totals;
@@ -778,16 +687,24 @@ impl MetricState {
         if let Some(l) = live.as_deref_mut() {
             self.observe_live(run, l, ev, after != Status::Running);
         }
+        if let Some(l) = lean.as_deref_mut() {
+            self.observe_lean(run, l, ev, after != Status::Running);
+        }
         if after != before {
             self.add(run, runs_key(before), Delta::Count(-1));
             self.add(run, runs_key(after), Delta::Count(1));
             if before == Status::Running {
                 // The count the end states (Avenor's loop end, the runner's stop), if it does.
-                let stated = live.as_deref().and_then(|l| l.trace.stop.as_ref());
-                self.finished(run, stated.and_then(|s| s.iterations_completed));
+                let stated = match (live.as_deref(), lean.as_deref()) {
+                    (Some(l), _) => l.trace.stop.as_ref().and_then(|s| s.iterations_completed),
+                    (_, Some(l)) => l.stated(),
+                    _ => None,
+                };
+                self.finished(run, stated);
             }
         }
         run.live = live;
+        run.lean = lean;
         if after != Status::Running {
             run.end();
             if after != before {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use loopctl_store::StoreError;
 use loopctl_store::discover::{self, LOG_NAME, RunRef};
-use loopctl_store::fold::fold_runs_batched;
+use loopctl_store::fold::{fold_file, fold_runs_batched};
 use loopctl_store::read::{ReadOptions, for_each_piece};
 
 use crate::encode;
@@ -175,11 +175,23 @@ pub fn absorb(
 ) -> Result<Option<(SourceId, Feed)>, ExportError> {
     // Registered first, as `read_log` does: source `i` is the `i`-th log, read or not.
     let source = m.add_source(&log.name);
-    let f = match folded {
+    let mut f = match folded {
         Err(ExportError::Store(StoreError::NotALog(_))) => return Ok(None),
         f => f?,
     };
     let max_line = f.feed.max_line;
+    if f.m.needs_full() {
+        // Its lean fold could not be exact (a run still running, an event it does not fold):
+        // folded again the full way, here (rare, and the log is small: `feed::LEAN_MAX`).
+        let full = LogFold::full(&f.m.options, &log.name, max_line);
+        let read = ReadOptions {
+            max_line,
+            threads: 1,
+            regular_only: true,
+            ..ReadOptions::default()
+        };
+        f = fold_file(&log.log, &read, full)?;
+    }
     if m.absorb(source, f.m).is_err() {
         return read_into(m, source, log, max_line, report).map(|feed| Some((source, feed)));
     }

@@ -12,7 +12,7 @@ pub mod live_runs;
 pub mod projection;
 pub mod replay;
 pub mod run_state;
-pub(crate) mod text;
+pub mod text;
 pub mod trace;
 
 pub use projection::{

@@ -3,7 +3,7 @@
 /// `a == b` for the short names folds compare on every event (phases, steps): a word or two
 /// compared in place, not a call to `memcmp` per compare.
 #[inline(always)]
-pub(crate) fn same_text(a: &str, b: &str) -> bool {
+pub fn same_text(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let n = a.len();
     if n != b.len() {

@@ -22,16 +22,16 @@ impl MetricState {
     }
 
     /// Takes in `other`, a log folded alone (`alone`), as `source` (registered by `add_source`
-    /// and fed nothing since). Gives `other` back untouched when a label cap would bind: which
+    /// and fed nothing since). Gives `other` back untouched when a label cap would bind (which
     /// labels fold into `other` then depends on the order of the events, and the caller folds
-    /// that log into this model line by line instead.
+    /// that log into this model line by line instead), and when its lean fold `needs_full`.
     pub fn absorb(
         &mut self,
         source: SourceId,
         mut other: MetricState,
     ) -> Result<(), Box<MetricState>> {
         let (loops, phases) = (self.options.max_loops, self.options.max_phases);
-        if !self.caps.admits(&other.caps, loops, phases) {
+        if other.needs_full() || !self.caps.admits(&other.caps, loops, phases) {
             return Err(Box::new(other));
         }
         let joined = std::mem::take(&mut other.joined);
@@ -79,8 +79,10 @@ impl MetricState {
             labels,
             totals,
             settled,
+            lean_runs,
             ..
         } = other;
+        self.lean_runs += lean_runs;
         // A settled shard's runs are summed already (`settle`).
         let settled = settled && !self.alone;
         if settled {

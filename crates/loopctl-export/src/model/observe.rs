@@ -155,7 +155,7 @@ impl MetricState {
     }
 
     /// `admitted`: phases this run saw admitted under its loop label (`Live::admitted`).
-    fn phase_obs(
+    pub(super) fn phase_obs(
         &mut self,
         run: &mut RunMetrics,
         admitted: &mut Vec<Name>,
@@ -199,9 +199,9 @@ impl MetricState {
 }
 
 /// (phase, kind, duration ms, stop reason) of a finished attempt or step.
-type PhaseObs<'a> = (&'a Name, &'static str, Option<i64>, &'static str);
+pub(super) type PhaseObs<'a> = (&'a Name, &'static str, Option<i64>, &'static str);
 
-fn attempt_obs(a: &Attempt) -> Option<PhaseObs<'_>> {
+pub(super) fn attempt_obs(a: &Attempt) -> Option<PhaseObs<'_>> {
     a.finished.then(|| {
         (
             &a.name,

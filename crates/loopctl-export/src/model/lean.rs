@@ -1,0 +1,329 @@
+//! The start-up fold's lean path for runs without explicit phase attempts (aif-loop's logs):
+//! what `Trace::apply` and `observe_live` do for such a run, without keeping the trace. Each
+//! derived step is observed as it ends, evaluations and stops are read from the parser's facts,
+//! and the stagnation `Watch` reads a trace that holds only what it looks at: every evaluation,
+//! and the steps from the first one that failed (before it, only the last step, which it reads
+//! as it stands).
+//!
+//! Used only by a log folded alone at start-up (`MetricState::observe_lean`), and only for runs
+//! that end in the log: a run still running at its end, or an event this path does not fold
+//! (explicit phases, retries, escalations, transitions, session ends), makes the log's fold
+//! `needs_full`, and the log is folded again the full way. Tests hold the two paths to the same
+//! series (`tests/tests/export_lean.rs`, `crates/loopctl-export/tests/parallel.rs`).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use loopctl_core::analysis::liveness::Liveness;
+use loopctl_core::analysis::stagnation::{Detector, watch::Watch};
+use loopctl_core::decode::subset::Keys;
+use loopctl_core::fold::text::same_text;
+use loopctl_core::fold::trace::payload::{gap, s, u};
+use loopctl_core::fold::trace::{Attempt, Evaluation, Name, Trace};
+use loopctl_core::{Event, Kind, Ts};
+
+use super::observe::attempt_obs;
+use super::{Delta, Key, Label, Metric, MetricState, RunMetrics};
+
+/// A running run folded the lean way.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Lean {
+    last_seq: Option<u64>,
+    iteration: u64,
+    /// The quality phase: `A` until an event names one (an empty one is `A` again at the
+    /// next event, as in `Trace`).
+    phase: Name,
+    prev_ts: Option<Ts>,
+    last_score: f64,
+    /// The text of the last error recorded (a stop restating it records no second one).
+    last_error: Option<String>,
+    /// The stop's stated iteration count, once the run stopped (`None` inside: none stated).
+    stop: Option<Option<u64>>,
+    /// Step names, each once.
+    names: Vec<Name>,
+    /// The last step is open (the next event of its step extends it).
+    open: bool,
+    /// The last step has been observed (the run ended).
+    last_observed: bool,
+    /// Some step failed: from then on every step is kept in `seen.steps`.
+    failed_once: bool,
+    /// What `Watch` reads: evaluations, and steps (see the module's comment).
+    seen: Trace,
+    watch: Option<Watch>,
+    pub(super) detectors: BTreeSet<Detector>,
+    /// As `Live::admitted`.
+    pub(super) admitted: Vec<Name>,
+}
+
+/// The payload keys of a stop this path reads (as `Trace`'s stop record reads them).
+const STOP_KEYS: Keys<'static> = Keys {
+    keys: &[
+        "error",
+        "final_score",
+        "iterations_completed",
+        "iterations_used",
+        "iterations",
+    ],
+    nested: None,
+};
+
+/// Whether the lean path folds events of this kind.
+pub(super) fn folds(kind: Kind) -> bool {
+    !matches!(
+        kind,
+        Kind::PhaseStarted
+            | Kind::PhaseFinished
+            | Kind::PhaseRetry
+            | Kind::Escalated
+            | Kind::Transition
+            | Kind::SessionEnded
+    )
+}
+
+impl Lean {
+    pub(super) fn new() -> Box<Lean> {
+        Box::default()
+    }
+
+    /// The iterations the run's stop stated, if it stopped and stated them.
+    pub(super) fn stated(&self) -> Option<u64> {
+        self.stop.flatten()
+    }
+
+    fn intern(&mut self, name: &str) -> Name {
+        if let Some(n) = self.names.iter().rev().find(|n| same_text(n, name)) {
+            return n.clone();
+        }
+        let n: Name = Arc::from(name);
+        self.names.push(n.clone());
+        n
+    }
+
+    fn last_step(&self) -> Option<&Attempt> {
+        self.seen.steps.last()
+    }
+
+    /// Folds one event as `Trace::apply` does; the step that ended (a new one began) is handed
+    /// to `over` to be observed. `ev.kind` must be one `folds` takes.
+    fn apply(&mut self, ev: &Event<'_>, over: &mut impl FnMut(&Attempt)) {
+        if let (Some(seq), Some(last)) = (ev.seq, self.last_seq)
+            && seq == last
+        {
+            return;
+        }
+        if let Some(seq) = ev.seq {
+            self.last_seq = Some(self.last_seq.map_or(seq, |l| l.max(seq)));
+        }
+        if let Some(it) = ev.iteration {
+            self.iteration = self.iteration.max(it);
+        }
+        if self.phase.is_empty() {
+            self.phase = self.intern("A");
+        }
+        if let Some(p) = ev.phase.as_deref()
+            && ev.kind != Kind::PhaseSwitched
+            && !same_text(&self.phase, p)
+        {
+            self.phase = self.intern(p);
+        }
+        let f = &ev.facts;
+        let mut error = None;
+        match ev.kind {
+            Kind::RunStarted | Kind::RunResumed => self.stop = None,
+            Kind::EvaluationDone => {
+                let e = Evaluation {
+                    at: Default::default(),
+                    iteration: ev.iteration.unwrap_or(self.iteration),
+                    quality_phase: self.phase.clone(),
+                    score: f.score,
+                    passed: f.passed,
+                    threshold: f.threshold,
+                    failed: f
+                        .failed
+                        .as_ref()
+                        .map(|v| v.iter().map(|s| s.to_string()).collect()),
+                    fail_count: f.fail_count,
+                    warnings: None,
+                    active_rules: None,
+                    passed_rules: None,
+                    previous_score: self.last_score,
+                    source: None,
+                    decision: None,
+                    feedback: None,
+                };
+                if let Some(sc) = f.score {
+                    self.last_score = sc;
+                }
+                self.seen.evaluations.push(e);
+            }
+            Kind::PhaseSwitched => {
+                if let Some(t) = s(&ev.payload_value(), "to_phase") {
+                    self.phase = self.intern(&t);
+                }
+            }
+            Kind::PhaseError => {
+                let p = ev.payload_value();
+                let text = ["error", "message", "reason"]
+                    .iter()
+                    .find_map(|k| s(&p, k))
+                    .unwrap_or_else(|| ev.payload.as_deref().unwrap_or("").to_string());
+                self.last_error = Some(text.clone());
+                error = Some(text);
+            }
+            Kind::Stopped | Kind::Failed => {
+                let p = ev.payload_subset(STOP_KEYS);
+                let score = f
+                    .score
+                    .or_else(|| p.get("final_score").and_then(serde_json::Value::as_f64));
+                if let Some(sc) = score {
+                    self.last_score = sc;
+                }
+                if let Some(e) = s(&p, "error")
+                    && (ev.kind == Kind::Failed || self.last_error.as_ref() != Some(&e))
+                {
+                    self.last_error = Some(e.clone());
+                    error = Some(e);
+                }
+                let stated = ["iterations_completed", "iterations_used", "iterations"]
+                    .iter()
+                    .find_map(|k| u(&p, k));
+                self.stop = Some(stated);
+            }
+            _ => {}
+        }
+        if let Some(name) = ev.step.as_deref() {
+            self.step(ev, name, error, over);
+        }
+        if ev.ts.is_some() {
+            self.prev_ts = ev.ts;
+        }
+    }
+
+    /// `Trace::step`, keeping only the last step (all of them once one failed).
+    fn step(
+        &mut self,
+        ev: &Event<'_>,
+        name: &str,
+        error: Option<String>,
+        over: &mut impl FnMut(&Attempt),
+    ) {
+        let iteration = Some(ev.iteration.unwrap_or(self.iteration));
+        let delta = gap(self.prev_ts, ev.ts);
+        let phase = self.phase.clone();
+        let failed_after_error = ev.kind == Kind::Failed
+            && !self.open
+            && self.last_step().is_some_and(|st| st.error.is_some());
+        let extends = (self.open || failed_after_error)
+            && self.last_step().is_some_and(|st| {
+                same_text(&st.name, name)
+                    && st.iteration == iteration
+                    && st.phase.as_deref().is_some_and(|p| same_text(p, &phase))
+            });
+        if extends {
+            if let Some(st) = self.seen.steps.last_mut() {
+                st.duration_ms = match (st.duration_ms, delta) {
+                    (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        } else {
+            if let Some(prev) = self.seen.steps.last() {
+                over(prev);
+            }
+            let step = Attempt {
+                phase: Some(phase),
+                derived: true,
+                duration_ms: delta,
+                finished: true,
+                ..Attempt::new(self.intern(name), iteration)
+            };
+            match self.seen.steps.last_mut() {
+                Some(last) if !self.failed_once => *last = step,
+                _ => self.seen.steps.push(step),
+            }
+        }
+        self.open = true;
+        if matches!(ev.kind, Kind::PhaseError | Kind::Failed) {
+            let text = error
+                .or_else(|| ev.facts.reason.clone())
+                .unwrap_or_else(|| ev.name.to_string());
+            if let Some(st) = self.seen.steps.last_mut()
+                && st.error.is_none()
+            {
+                st.error = Some(text);
+                self.failed_once = true;
+            }
+            self.open = false;
+        }
+    }
+}
+
+impl MetricState {
+    /// `fold`'s trace and `observe_live` for a lean run: folds `ev` into `l` and adds what it
+    /// makes (ended steps, evaluations, verdicts; with `ending`, the last step too).
+    pub(super) fn observe_lean(
+        &mut self,
+        run: &mut RunMetrics,
+        l: &mut Lean,
+        ev: &Event<'_>,
+        ending: bool,
+    ) {
+        let evaluations = l.seen.evaluations.len();
+        let mut ended = None;
+        l.apply(ev, &mut |a| {
+            ended = attempt_obs(a).map(|o| (o.0.clone(), o.1, o.2, o.3))
+        });
+        if let Some((name, kind, ms, stop)) = ended {
+            self.phase_obs(run, &mut l.admitted, &(&name, kind, ms, stop), 1);
+        }
+        if ending && !l.last_observed {
+            l.last_observed = true;
+            if let Some((name, kind, ms, stop)) = l
+                .last_step()
+                .and_then(attempt_obs)
+                .map(|o| (o.0.clone(), o.1, o.2, o.3))
+            {
+                self.phase_obs(run, &mut l.admitted, &(&name, kind, ms, stop), 1);
+            }
+        }
+        for i in evaluations..l.seen.evaluations.len() {
+            let e = &l.seen.evaluations[i];
+            let result = match e.passed {
+                Some(true) => "pass",
+                Some(false) => "fail",
+                None => "unknown",
+            };
+            let score = e.score.filter(|s| s.is_finite());
+            self.add(
+                run,
+                Key::one(Metric::Evaluations, Label::Static(result)),
+                Delta::Count(1),
+            );
+            if let Some(s) = score {
+                let micro = (s * 1e6).round() as i64;
+                self.add(
+                    run,
+                    Key::new(Metric::EvaluationScore),
+                    Delta::Observe(micro, 1),
+                );
+            }
+        }
+        if matches!(
+            ev.kind,
+            Kind::EvaluationDone | Kind::Stopped | Kind::Failed | Kind::SessionEnded
+        ) {
+            let cfg = &self.options.stagnation;
+            let triggered = l.watch.get_or_insert_with(|| Watch::new(cfg)).triggered(
+                &l.seen,
+                None,
+                Liveness::Unknown,
+            );
+            for d in triggered {
+                if l.detectors.insert(d) {
+                    let key = Key::one(Metric::StagnationVerdicts, Label::Static(d.name()));
+                    self.add(run, key, Delta::Count(1));
+                }
+            }
+        }
+    }
+}
