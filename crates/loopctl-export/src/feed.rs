@@ -84,12 +84,10 @@ impl Feed {
         }
     }
 
-    /// Before any line: the torn tail counted earlier, read again now whole or longer, is taken
-    /// back.
-    fn begin(&mut self, m: &mut MetricState, line: Line) {
-        if self.pending_tail.take() == Some(line.pos.offset) {
-            m.finding(self.source, FindingKind::TornTail, -1);
-        }
+    /// Before any line: the torn tail counted earlier is read again, whole or longer. It stays
+    /// counted (a counter never goes down: see `MetricState::drop_source`).
+    fn begin(&mut self, line: Line) -> bool {
+        self.pending_tail.take() == Some(line.pos.offset)
     }
 }
 
@@ -102,7 +100,7 @@ struct Lines<'a, R: FnMut(Damage)> {
 
 impl<R: FnMut(Damage)> Projection for Lines<'_, R> {
     fn event(&mut self, line: Line, ev: &Event<'_>) {
-        self.feed.begin(self.m, line);
+        self.feed.begin(line);
         if let Some((kind, reason)) = self.m.apply(self.feed.source, ev) {
             (self.report)(Damage {
                 source: self.feed.source,
@@ -116,13 +114,13 @@ impl<R: FnMut(Damage)> Projection for Lines<'_, R> {
     }
 
     fn blank(&mut self, line: Line) {
-        self.feed.begin(self.m, line);
+        self.feed.begin(line);
         self.feed.next_offset = line.end();
     }
 
     fn damaged(&mut self, line: Line, damage: &fold::Damage) {
         let feed = &mut *self.feed;
-        feed.begin(self.m, line);
+        let seen = feed.begin(line);
         feed.next_offset = line.end();
         let (kind, reason) = match damage {
             fold::Damage::Oversize => (FindingKind::Oversize, oversize_reason(line.len)),
@@ -135,6 +133,10 @@ impl<R: FnMut(Damage)> Projection for Lines<'_, R> {
                 (damage_kind(line.terminated), reason.clone())
             }
         };
+        // A torn tail read again, still torn, was counted when first seen.
+        if seen && kind == FindingKind::TornTail {
+            return;
+        }
         self.m.finding(feed.source, kind, 1);
         (self.report)(Damage {
             source: feed.source,

@@ -89,7 +89,7 @@ impl Val {
     /// Adds `sign` times `other`.
     fn add(&mut self, other: &Val, sign: i64) {
         match (self, other) {
-            (Val::Count(a), Val::Count(b)) => *a += sign * b,
+            (Val::Count(a), Val::Count(b)) => *a = a.saturating_add(sign.saturating_mul(*b)),
             (Val::Hist(a), Val::Hist(b)) => {
                 for (x, y) in a.buckets.iter_mut().zip(&b.buckets) {
                     *x += sign * y;
@@ -133,7 +133,7 @@ impl Delta {
     /// Adds the change to `v` (of metric `m`) in place.
     fn apply(&self, v: &mut Val, m: Metric) {
         match (*self, v) {
-            (Delta::Count(n), Val::Count(a)) => *a += n,
+            (Delta::Count(n), Val::Count(a)) => *a = a.saturating_add(n),
             (Delta::Observe(x, sign), Val::Hist(h)) => {
                 let bounds = m.buckets();
                 let exported = x as f64 / m.scale();
@@ -417,19 +417,25 @@ impl MetricState {
         self.sources.len() - 1
     }
 
-    /// Forgets a log and everything it contributed (deleted, or about to be read again).
+    /// Forgets a log (deleted, or about to be read again) and takes back its gauges: its runs
+    /// leave `loopctl_runs`. What it counted stays counted: a counter (or histogram) that went
+    /// down would read as a reset to Prometheus, and `increase()` (the bundled alerts) would
+    /// count its whole value again. A log read again from its start is counted again.
     pub fn drop_source(&mut self, source: SourceId) {
         let Some(src) = self.sources.get_mut(source).and_then(Option::take) else {
             return;
         };
-        for (key, val) in &src.contribution.0 {
+        let gauge = |key: &Key| key.metric.kind() == Type::Gauge;
+        for (key, val) in src.contribution.0.iter().filter(|(k, _)| gauge(k)) {
             self.totals.add(&key.series(""), val, -1);
         }
         for (id, r) in src.runs {
             self.running.remove(&(source, id));
             let totals = &mut self.totals;
             r.contribution.for_each(&self.labels, |key, val| {
-                totals.add(&key.series(&r.loop_label), val, -1);
+                if gauge(key) {
+                    totals.add(&key.series(&r.loop_label), val, -1);
+                }
             });
         }
     }
@@ -663,7 +669,8 @@ impl MetricState {
         }
 
         let f = &ev.facts;
-        let tokens = |n: Option<u64>| n.filter(|n| *n > 0).map_or(0, |n| n as i64);
+        // Saturating: a count past i64 (damaged or hostile input) must not read as negative.
+        let tokens = |n: Option<u64>| n.map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX));
         let (read, creation, cost) = match ev.payload.as_deref() {
             Some(p) if f.usage_extras => usage_extras(p),
             _ => (0, 0, None),
@@ -671,13 +678,13 @@ impl MetricState {
         let amounts = [
             tokens(f.tokens_in),
             tokens(f.tokens_out),
-            read as i64,
-            creation as i64,
+            tokens(Some(read)),
+            tokens(Some(creation)),
             cost.map_or(0, |c| (c * 1e9).round() as i64),
         ];
         if self.alone {
             for (t, n) in run.tally.iter_mut().zip(amounts) {
-                *t += n;
+                *t = t.saturating_add(n);
             }
         } else {
             for (key, n) in TALLIED.iter().zip(amounts).filter(|(_, n)| *n != 0) {

@@ -335,13 +335,26 @@ fn runs_appended_added_torn_and_deleted_while_serving_show_in_the_next_scrapes()
     let notices = s.notices().join("\n");
     assert_eq!(notices.matches("not valid JSON").count(), 1, "{notices}");
 
-    // A deleted run folder is dropped.
+    // A deleted run folder leaves the runs gauge; what it counted stays counted, else
+    // Prometheus would read a reset and `increase()` count it all again.
+    let beta_running = r#"loopctl_runs{loop="beta",status="running"}"#;
+    assert_eq!(value(&s.metrics(), beta_running), Some(1.0));
     std::fs::remove_dir_all(&b).unwrap();
     s.wait_until(
-        |s| value(&s.metrics(), beta).is_none(),
-        "the deleted run to go",
+        |s| value(&s.metrics(), beta_running).unwrap_or(0.0) == 0.0,
+        "the deleted run to leave the gauge",
     );
-    assert_eq!(value(&s.metrics(), started), Some(1.0));
+    let m = s.metrics();
+    assert_eq!(value(&m, beta), Some(1.0), "{m}");
+    assert_eq!(value(&m, started), Some(1.0));
+    assert_eq!(
+        value(
+            &m,
+            r#"loopctl_events_total{dialect="native",event="run_started"}"#
+        ),
+        Some(2.0),
+        "{m}"
+    );
 }
 
 /// Start-up takes a root's subfolders without a look inside (no stat of every log before the
@@ -609,14 +622,59 @@ fn a_log_rewritten_from_its_start_is_read_anew() {
         |s| value(&s.metrics(), delta) == Some(1.0),
         "the rewritten log",
     );
+    // The old run leaves the gauge; what it counted stays counted (a counter never goes
+    // down), and the rewritten log's events count on top.
     let m = s.metrics();
-    assert_eq!(value(&m, done), None, "{m}");
+    assert_eq!(value(&m, done), Some(1.0), "{m}");
+    assert_eq!(
+        value(&m, r#"loopctl_runs{loop="gamma",status="completed"}"#).unwrap_or(0.0),
+        0.0,
+        "{m}"
+    );
+    assert_eq!(
+        value(&m, r#"loopctl_runs{loop="delta",status="running"}"#),
+        Some(1.0)
+    );
     assert_eq!(
         value(
             &m,
             r#"loopctl_events_total{dialect="native",event="run_started"}"#
         ),
-        Some(1.0)
+        Some(2.0)
+    );
+}
+
+/// A log whose last line was torn at start-up, ended later by its writer: the torn tail stays
+/// counted (counters never go down) and the completed line's event counts.
+#[test]
+fn a_torn_tail_found_at_start_up_stays_counted_once_its_writer_ends_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = "omega-20260101-000000";
+    let (root, a) = root_with_alpha(tmp.path(), run);
+    let log = a.join("history.jsonl");
+    let whole = event(
+        2,
+        run,
+        "evaluation_done",
+        json!({"score": 0.5, "passed": false}),
+    );
+    let (head, tail) = whole.split_at(20);
+    append(&log, head);
+    let s = Server::start(&[&root], &[]);
+    let torn = r#"loopctl_log_findings_total{kind="torn_tail"}"#;
+    let evals = r#"loopctl_evaluations_total{loop="omega",result="fail"}"#;
+    assert_eq!(value(&s.metrics(), torn), Some(1.0));
+    assert_eq!(value(&s.metrics(), evals), None);
+    append(&log, tail);
+    s.wait_until(
+        |s| value(&s.metrics(), evals) == Some(1.0),
+        "the completed line",
+    );
+    let m = s.metrics();
+    assert_eq!(value(&m, torn), Some(1.0), "{m}");
+    assert_eq!(
+        value(&m, r#"loopctl_log_findings_total{kind="bad_line"}"#),
+        Some(0.0)
     );
 }
 
