@@ -12,7 +12,9 @@ use prometheus::proto::{
 };
 use prometheus::{Encoder, Registry, TextEncoder};
 
-use crate::model::{Metric, MetricState, SourceId, Type, Val, finding_label};
+use crate::model::{
+    FINISHED_REASONS, Metric, MetricState, SeriesKey, SourceId, Type, Val, finding_label,
+};
 use loopctl_core::fold::replay::FindingKind;
 
 const FINDING_KINDS: [FindingKind; 6] = [
@@ -185,6 +187,29 @@ fn gauge(names: &[&str], values: &[&str], v: f64) -> Sample {
     s
 }
 
+/// `loopctl_runs_finished_total` at 0 for each (status, exit reason) pair of every known loop
+/// that has no series yet: Prometheus's `increase()` needs a sample before a run's end to see it.
+fn finished_zeros(state: &MetricState, m: Metric) -> Vec<(SeriesKey, Val)> {
+    if m != Metric::RunsFinished {
+        return Vec::new();
+    }
+    let mut zeros = Vec::new();
+    for lp in state.loops() {
+        for (status, reasons) in FINISHED_REASONS {
+            for reason in *reasons {
+                let key = (
+                    m,
+                    vec![lp.to_string(), status.to_string(), reason.to_string()],
+                );
+                if state.get(&key).is_none() {
+                    zeros.push((key, Val::Count(0)));
+                }
+            }
+        }
+    }
+    zeros
+}
+
 /// Every family, in a fixed order; families without samples are left out. The running runs of
 /// the logs in `gone` (their runner's lock is free) are `interrupted`, without live series.
 pub fn families(
@@ -239,7 +264,15 @@ pub fn families(
                 samples.push(s);
             }
         } else {
-            for (key, val) in series.iter().filter(|(k, _)| k.0 == m) {
+            let zeros = finished_zeros(state, m);
+            let mut of_m: Vec<(&SeriesKey, &Val)> = series
+                .iter()
+                .filter(|(k, _)| k.0 == m)
+                .copied()
+                .chain(zeros.iter().map(|(k, v)| (k, v)))
+                .collect();
+            of_m.sort_by(|a, b| a.0.cmp(b.0));
+            for (key, val) in of_m {
                 let values: Vec<&str> = key.1.iter().map(String::as_str).collect();
                 let mut s = sample(names, &values);
                 match (m.kind(), val) {

@@ -48,7 +48,7 @@ use lean::Lean;
 use packed::{Interner, RunContribution};
 use totals::Totals;
 
-pub use labels::finding_label;
+pub use labels::{FINISHED_REASONS, finding_label};
 use labels::{event_label, loop_label, loop_label_ref, usage_extras};
 pub use metric::{Metric, Type};
 

@@ -40,6 +40,41 @@ const STOP_REASONS: &[&str] = &[
     "stalled",
 ];
 
+/// The `exit_reason`s a run ends with under each status (docs/metrics.md's table), `other`
+/// included: `loopctl_runs_finished_total` is exported at 0 for each of a known loop's pairs,
+/// so that `increase()` (and the bundled alerts) see the first of them.
+pub const FINISHED_REASONS: &[(&str, &[&str])] = &[
+    (
+        "completed",
+        &[
+            "threshold_reached",
+            "no_major_issues",
+            "goal_met",
+            "passed",
+            "goto_end",
+            "marker",
+            "end_turn",
+            "other",
+        ],
+    ),
+    (
+        "stopped",
+        &[
+            "user_stop",
+            "iteration_limit",
+            "stagnation",
+            "budget_exceeded",
+            "escalated",
+            "attempt_limit",
+            "check_failed",
+            "blocked",
+            "abort",
+            "other",
+        ],
+    ),
+    ("failed", &["phase_error", "timeout", "other"]),
+];
+
 pub(super) fn exit_reason_label(s: &RunState) -> &'static str {
     if let Some(r) = EXIT_REASONS.iter().find(|r| **r == s.stop.reason) {
         return r;
@@ -116,5 +151,32 @@ pub fn finding_label(kind: FindingKind) -> &'static str {
         FindingKind::SeqGap => "seq_gap",
         FindingKind::SeqDuplicate => "seq_duplicate",
         FindingKind::SeqReorder => "seq_reorder",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{EXIT_REASONS, FINISHED_REASONS};
+
+    /// Every canonical exit reason is exported at 0 under the status it goes with, once.
+    #[test]
+    fn every_exit_reason_has_one_status() {
+        for r in EXIT_REASONS {
+            let under: Vec<&str> = FINISHED_REASONS
+                .iter()
+                .filter(|(_, rs)| rs.contains(r))
+                .map(|(s, _)| *s)
+                .collect();
+            assert_eq!(under.len(), 1, "{r}: {under:?}");
+        }
+        let listed = FINISHED_REASONS
+            .iter()
+            .map(|(_, rs)| rs.len())
+            .sum::<usize>();
+        assert_eq!(
+            listed,
+            EXIT_REASONS.len() + FINISHED_REASONS.len(),
+            "only `other` added"
+        );
     }
 }

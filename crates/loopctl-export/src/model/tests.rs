@@ -259,3 +259,31 @@ fn token_totals_past_i64_saturate_instead_of_going_negative() {
         assert_eq!(tokens, [i64::MAX, i64::MAX], "{tokens:?}");
     }
 }
+
+/// A known loop's `runs_finished_total` pairs are exported at 0 before any run ends that way,
+/// so that `increase()` sees the first failure; the pairs a run ended with keep their value.
+#[test]
+fn runs_finished_is_exported_at_zero_for_every_pair_of_a_known_loop() {
+    let run = r#""run_id":"zero-20260101-000000""#;
+    let lines = [
+        format!(r#"{{"v":1,"seq":1,{run},"event":"run_started"}}"#),
+        format!(
+            r#"{{"v":1,"seq":2,{run},"event":"stopped","payload":{{"reason":"threshold_reached"}}}}"#
+        ),
+    ];
+    let mut m = MetricState::new(Options::default());
+    let source = m.add_source("zero");
+    fold(&mut m, source, &lines);
+    let text = crate::textfile::render(m).unwrap();
+    let finished: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("loopctl_runs_finished_total{"))
+        .collect();
+    assert!(finished.contains(&r#"loopctl_runs_finished_total{loop="zero",status="completed",exit_reason="threshold_reached"} 1"#), "{finished:#?}");
+    assert!(finished.contains(&r#"loopctl_runs_finished_total{loop="zero",status="failed",exit_reason="phase_error"} 0"#), "{finished:#?}");
+    let pairs: usize = super::FINISHED_REASONS.iter().map(|(_, r)| r.len()).sum();
+    assert_eq!(finished.len(), pairs, "{finished:#?}");
+    let mut sorted = finished.clone();
+    sorted.sort();
+    assert_eq!(finished, sorted, "in series order");
+}
