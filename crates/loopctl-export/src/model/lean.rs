@@ -2,8 +2,8 @@
 //! what `Trace::apply` and `observe_live` do for such a run, without keeping the trace. Each
 //! derived step is observed as it ends, evaluations and stops are read from the parser's facts,
 //! and the stagnation `Watch` reads a trace that holds only what it looks at: every evaluation,
-//! and the steps from the first one that failed (before it, only the last step, which it reads
-//! as it stands).
+//! and the steps from the first one that failed (the steps before it cannot start a failure
+//! streak, and a step that ended well changes none). The last step is kept compact (`Step`).
 //!
 //! Used only by a log folded alone at start-up (`MetricState::observe_lean`), and only for runs
 //! that end in the log: a run still running at its end, or an event this path does not fold
@@ -22,7 +22,6 @@ use loopctl_core::fold::trace::payload::{gap, s, u};
 use loopctl_core::fold::trace::{Attempt, Evaluation, Name, Trace};
 use loopctl_core::{Event, Kind, Ts};
 
-use super::observe::attempt_obs;
 use super::{Delta, Key, Label, Metric, MetricState, RunMetrics};
 
 /// A running run folded the lean way.
@@ -41,19 +40,60 @@ pub(super) struct Lean {
     stop: Option<Option<u64>>,
     /// Step names, each once.
     names: Vec<Name>,
+    /// The last step.
+    cur: Option<Step>,
     /// The last step is open (the next event of its step extends it).
     open: bool,
     /// The last step has been observed (the run ended).
     last_observed: bool,
-    /// Some step failed: from then on every step is kept in `seen.steps`.
+    /// Some step failed: from then on every step is kept in `seen.steps`, the last one as
+    /// `cur` is.
     failed_once: bool,
-    /// What `Watch` reads: evaluations, and steps (see the module's comment).
+    /// What `Watch` reads: evaluations, and steps from the first that failed (before it, the
+    /// steps tell `Watch` nothing: see the module's comment).
     seen: Trace,
     watch: Option<Watch>,
     pub(super) detectors: BTreeSet<Detector>,
     /// As `Live::admitted`.
     pub(super) admitted: Vec<Name>,
 }
+
+/// A derived step, as `Trace` keeps it (`Attempt`), without what derived steps never have.
+#[derive(Debug, Clone)]
+struct Step {
+    name: Name,
+    iteration: Option<u64>,
+    phase: Name,
+    duration_ms: Option<u64>,
+    error: Option<String>,
+}
+
+impl Step {
+    /// `attempt_obs` of the step's `Attempt`.
+    fn obs(&self) -> Obs {
+        let stop = if self.error.is_some() {
+            "error"
+        } else {
+            "end_turn"
+        };
+        let ms = self.duration_ms.and_then(|d| i64::try_from(d).ok());
+        (self.name.clone(), "step", ms, stop)
+    }
+
+    fn attempt(&self) -> Attempt {
+        Attempt {
+            phase: Some(self.phase.clone()),
+            derived: true,
+            duration_ms: self.duration_ms,
+            finished: true,
+            error: self.error.clone(),
+            ..Attempt::new(self.name.clone(), self.iteration)
+        }
+    }
+}
+
+/// A step's observation (`PhaseObs`, its name owned).
+type Obs = (Name, &'static str, Option<i64>, &'static str);
 
 /// The payload keys of a stop this path reads (as `Trace`'s stop record reads them).
 const STOP_KEYS: Keys<'static> = Keys {
@@ -99,13 +139,9 @@ impl Lean {
         n
     }
 
-    fn last_step(&self) -> Option<&Attempt> {
-        self.seen.steps.last()
-    }
-
     /// Folds one event as `Trace::apply` does; the step that ended (a new one began) is handed
     /// to `over` to be observed. `ev.kind` must be one `folds` takes.
-    fn apply(&mut self, ev: &Event<'_>, over: &mut impl FnMut(&Attempt)) {
+    fn apply(&mut self, ev: &Event<'_>, over: &mut impl FnMut(&Step)) {
         if let (Some(seq), Some(last)) = (ev.seq, self.last_seq)
             && seq == last
         {
@@ -199,59 +235,70 @@ impl Lean {
         }
     }
 
-    /// `Trace::step`, keeping only the last step (all of them once one failed).
+    /// `Trace::step`, keeping only the last step (and every step once one failed).
     fn step(
         &mut self,
         ev: &Event<'_>,
         name: &str,
         error: Option<String>,
-        over: &mut impl FnMut(&Attempt),
+        over: &mut impl FnMut(&Step),
     ) {
         let iteration = Some(ev.iteration.unwrap_or(self.iteration));
         let delta = gap(self.prev_ts, ev.ts);
-        let phase = self.phase.clone();
         let failed_after_error = ev.kind == Kind::Failed
             && !self.open
-            && self.last_step().is_some_and(|st| st.error.is_some());
+            && self.cur.as_ref().is_some_and(|st| st.error.is_some());
         let extends = (self.open || failed_after_error)
-            && self.last_step().is_some_and(|st| {
+            && self.cur.as_ref().is_some_and(|st| {
                 same_text(&st.name, name)
                     && st.iteration == iteration
-                    && st.phase.as_deref().is_some_and(|p| same_text(p, &phase))
+                    && same_text(&st.phase, &self.phase)
             });
         if extends {
-            if let Some(st) = self.seen.steps.last_mut() {
+            if let Some(st) = self.cur.as_mut() {
                 st.duration_ms = match (st.duration_ms, delta) {
                     (Some(a), Some(b)) => Some(a.saturating_add(b)),
                     (a, b) => a.or(b),
                 };
+                if self.failed_once
+                    && let Some(last) = self.seen.steps.last_mut()
+                {
+                    last.duration_ms = st.duration_ms;
+                }
             }
         } else {
-            if let Some(prev) = self.seen.steps.last() {
+            if let Some(prev) = &self.cur {
                 over(prev);
             }
-            let step = Attempt {
-                phase: Some(phase),
-                derived: true,
+            let step = Step {
+                name: self.intern(name),
+                iteration,
+                phase: self.phase.clone(),
                 duration_ms: delta,
-                finished: true,
-                ..Attempt::new(self.intern(name), iteration)
+                error: None,
             };
-            match self.seen.steps.last_mut() {
-                Some(last) if !self.failed_once => *last = step,
-                _ => self.seen.steps.push(step),
+            if self.failed_once {
+                self.seen.steps.push(step.attempt());
             }
+            self.cur = Some(step);
         }
         self.open = true;
         if matches!(ev.kind, Kind::PhaseError | Kind::Failed) {
             let text = error
                 .or_else(|| ev.facts.reason.clone())
                 .unwrap_or_else(|| ev.name.to_string());
-            if let Some(st) = self.seen.steps.last_mut()
+            if let Some(st) = self.cur.as_mut()
                 && st.error.is_none()
             {
                 st.error = Some(text);
-                self.failed_once = true;
+                if self.failed_once {
+                    if let Some(last) = self.seen.steps.last_mut() {
+                        last.error = st.error.clone();
+                    }
+                } else {
+                    self.failed_once = true;
+                    self.seen.steps.push(st.attempt());
+                }
             }
             self.open = false;
         }
@@ -270,19 +317,13 @@ impl MetricState {
     ) {
         let evaluations = l.seen.evaluations.len();
         let mut ended = None;
-        l.apply(ev, &mut |a| {
-            ended = attempt_obs(a).map(|o| (o.0.clone(), o.1, o.2, o.3))
-        });
+        l.apply(ev, &mut |st| ended = Some(st.obs()));
         if let Some((name, kind, ms, stop)) = ended {
             self.phase_obs(run, &mut l.admitted, &(&name, kind, ms, stop), 1);
         }
         if ending && !l.last_observed {
             l.last_observed = true;
-            if let Some((name, kind, ms, stop)) = l
-                .last_step()
-                .and_then(attempt_obs)
-                .map(|o| (o.0.clone(), o.1, o.2, o.3))
-            {
+            if let Some((name, kind, ms, stop)) = l.cur.as_ref().map(Step::obs) {
                 self.phase_obs(run, &mut l.admitted, &(&name, kind, ms, stop), 1);
             }
         }
