@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use loopctl_core::decode::lines::Pos;
 use loopctl_export::feed::Feed;
-use loopctl_export::model::{Metric, MetricState, Val};
+use loopctl_export::model::{Metric, MetricState, Type, Val};
 use loopctl_export::textfile::{LogRef, logs, read_log, render, replay};
 use loopctl_export::{Options, encode};
 use serde_json::Value;
@@ -318,7 +318,7 @@ fn damaged_lines_count_as_findings() {
 }
 
 #[test]
-fn same_logs_same_series_in_any_order_and_a_dropped_log_leaves_no_trace() {
+fn same_logs_same_series_in_any_order_and_a_dropped_log_leaves_only_its_counts() {
     let all = [
         "native-clean",
         "aif-drift",
@@ -338,30 +338,58 @@ fn same_logs_same_series_in_any_order_and_a_dropped_log_leaves_no_trace() {
     rev.reverse();
     assert_eq!(forward, text(&rev));
 
-    // Every log added, then all but the first dropped: the first one's series alone.
+    // Every log added, then all but the first dropped: the gauges are the first one's alone,
+    // the counters and histograms all the logs' (a counter never goes down).
     let mut m = MetricState::new(Options::default());
     let mut sources = Vec::new();
     for l in &logs {
         sources.push(read_log(&mut m, l, 1 << 20, &mut |_| {}).unwrap().0);
     }
+    let owned = |m: &MetricState, gauges: bool| -> Vec<(String, Val)> {
+        m.series()
+            .into_iter()
+            .filter(|(k, _)| (k.0.kind() == Type::Gauge) == gauges)
+            .map(|(k, v)| (format!("{k:?}"), v.clone()))
+            .collect()
+    };
+    let counted = owned(&m, false);
     for s in &sources[1..] {
         m.drop_source(*s);
     }
-    assert_eq!(render(m).unwrap(), text(&logs[..1]));
+    let first = replay(&logs[..1], Options::default(), 1 << 20, &mut |_, _| {}).unwrap();
+    assert!(!owned(&first, true).is_empty());
+    assert_eq!(owned(&m, true), owned(&first, true));
+    assert_eq!(owned(&m, false), counted);
+    assert_ne!(counted, owned(&first, false), "the dropped logs counted");
 }
 
+/// A torn tail stays counted once its writer ends the line (a counter never goes down), and
+/// is counted once however often it is read still torn.
 #[test]
-fn a_torn_tail_completed_by_its_writer_is_taken_back() {
+fn a_torn_tail_completed_by_its_writer_stays_counted_once() {
     let mut m = MetricState::new(Options::default());
     let s = m.add_source("r");
     let mut feed = Feed::new(s, 1 << 20);
     let whole = br#"{"v":1,"seq":1,"run_id":"r","event":"run_started","payload":{}}"#;
     let cut = &whole[..20];
-    feed.line(&mut m, Pos { line: 1, offset: 0 }, cut, false, &mut |_| {});
+    let mut reported = 0;
+    feed.line(&mut m, Pos { line: 1, offset: 0 }, cut, false, &mut |_| {
+        reported += 1
+    });
     assert_eq!(count(&m, Metric::LogFindings, &["torn_tail"]), 1.0);
     assert_eq!(feed.next_offset, 0, "the torn tail is read again");
+    let longer = &whole[..40];
+    feed.line(
+        &mut m,
+        Pos { line: 1, offset: 0 },
+        longer,
+        false,
+        &mut |_| reported += 1,
+    );
+    assert_eq!(count(&m, Metric::LogFindings, &["torn_tail"]), 1.0);
+    assert_eq!(reported, 1, "reported once");
     feed.line(&mut m, Pos { line: 1, offset: 0 }, whole, true, &mut |_| {});
-    assert_eq!(count(&m, Metric::LogFindings, &["torn_tail"]), 0.0);
+    assert_eq!(count(&m, Metric::LogFindings, &["torn_tail"]), 1.0);
     assert_eq!(count(&m, Metric::RunsStarted, &["r"]), 1.0);
     assert_eq!(feed.next_offset, whole.len() as u64 + 1);
 }
