@@ -267,8 +267,12 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if s.file.is_some() {
-                // A partial line of a deleted file never completes: it goes with the file.
-                s.partial.clear();
+                // Closed now: a deleted or moved log kept open holds its disk space and a
+                // descriptor for as long as the follower runs. A partial line of a deleted
+                // file never completes: it goes with the file.
+                s.file = None;
+                s.partial = Vec::new();
+                s.mark = Vec::new();
                 out(Item::Notice {
                     source: i,
                     text: format!("{} was deleted", s.path.display()),
@@ -532,6 +536,38 @@ mod tests {
         std::fs::remove_file(&p).unwrap();
         assert_eq!(lines(&mut f), ["! deleted", "gone"]);
         assert_eq!(f.live_sources(), 0);
+    }
+
+    /// This process's descriptors open on a file under `dir` (deleted ones included).
+    fn fds_under(dir: &Path) -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| target.starts_with(dir))
+            .count()
+    }
+
+    #[test]
+    fn deleted_and_renamed_logs_leave_no_file_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        let mut f = Follower::without_notifications(Duration::from_millis(10));
+        for i in 0..5 {
+            let run = dir.join(format!("r{i}"));
+            std::fs::create_dir(&run).unwrap();
+            std::fs::write(run.join("h.jsonl"), "a\n").unwrap();
+            f.add(&run.join("h.jsonl"), Start::Beginning);
+        }
+        lines(&mut f);
+        assert_eq!(fds_under(&dir), 5);
+        for i in 0..4 {
+            std::fs::remove_dir_all(dir.join(format!("r{i}"))).unwrap();
+        }
+        // A renamed folder: its log is gone from the path followed, though not deleted.
+        std::fs::rename(dir.join("r4"), dir.join("moved")).unwrap();
+        assert_eq!(lines(&mut f).iter().filter(|l| *l == "gone").count(), 5);
+        assert_eq!(f.live_sources(), 0);
+        assert_eq!(fds_under(&dir), 0);
     }
 
     #[test]
