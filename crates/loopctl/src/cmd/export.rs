@@ -165,21 +165,13 @@ fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
 }
 
 fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
-    let mut paths: Vec<PathBuf> = Vec::new();
-    let mut files = Vec::new();
-    for spec in &a.paths {
-        let p = PathBuf::from(spec);
-        if p.is_file() {
-            files.push(p.clone());
-        }
-        if p.exists() {
-            paths.push(p);
-        } else {
-            let run = ctx.resolve(Some(spec))?;
-            paths.push(run.dir.unwrap_or(run.log));
-        }
-    }
-    let paths = ctx.inputs(paths)?;
+    let files: Vec<PathBuf> = a
+        .paths
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .collect();
+    let paths = ctx.inputs(ctx.paths_or_runs(&a.paths)?)?;
     let logs = textfile::maybe_logs(&paths)?;
     let options = a.series.options()?;
     let state = textfile::replay_with(&logs, options, &ctx.read, &mut |log, d| {

@@ -1,5 +1,4 @@
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -32,8 +31,10 @@ use crate::{exit, output};
     after_help = "Examples:\n  loopctl serve                             # the root's runs on 127.0.0.1:9477\n  loopctl serve runs/ --listen 0.0.0.0:9477  # for a Prometheus in a container\n  curl -s localhost:9477/metrics | grep loopctl_runs"
 )]
 pub struct Args {
-    /// Roots (folders of run folders), run folders or log files (default: the root).
-    paths: Vec<PathBuf>,
+    /// Roots (folders of run folders), run folders, log files or run ids (a run id names its
+    /// run's folder, or the log file holding it, all of whose runs are served), as for `export
+    /// prometheus` (default: the root).
+    paths: Vec<String>,
     /// Address to listen on. The default is loopback only; a non-loopback address must be
     /// given here explicitly.
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
@@ -93,7 +94,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let roots = if a.paths.is_empty() {
         vec![ctx.root.clone()]
     } else {
-        a.paths
+        ctx.paths_or_runs(&a.paths)?
     };
     let cfg = Config {
         listen: a.listen,
