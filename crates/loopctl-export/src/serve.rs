@@ -111,8 +111,16 @@ pub fn damage_text(log: &std::path::Path, d: &Damage) -> String {
     )
 }
 
+/// What a server that stopped saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    /// Findings reported (damaged lines, torn tails, seq problems), at start-up or while
+    /// following: `--strict` makes them exit 1 once the server stops.
+    pub findings: u64,
+}
+
 /// Runs the server until `stop` is set.
-pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<(), ServeError> {
+pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<Served, ServeError> {
     let initial = maybe_logs(&cfg.roots)?;
     let listener = TcpListener::bind(cfg.listen).map_err(|cause| ServeError::Bind {
         addr: cfg.listen,
@@ -169,7 +177,8 @@ fn follow(
     http: &Http,
     stop: &AtomicBool,
     ui: &dyn Ui,
-) -> Result<(), ServeError> {
+) -> Result<Served, ServeError> {
+    let mut findings = 0u64;
     let mut follower = Follower::new(cfg.poll);
     // Follower source index -> (log, feed).
     let mut feeds: Vec<Option<(LogRef, Feed)>> = Vec::new();
@@ -195,6 +204,7 @@ fn follow(
         let mut m = lock();
         for (log, f) in initial[start..].iter().zip(folded) {
             let read = absorb(&mut m, log, f, &mut |d| {
+                findings += 1;
                 ui.notice(&damage_text(&log.log, &d))
             });
             match read {
@@ -214,7 +224,7 @@ fn follow(
         true
     });
     if stopped {
-        return Ok(());
+        return Ok(Served { findings });
     }
     http.ready.store(true, Ordering::SeqCst);
     ui.replayed(replayed.len());
@@ -259,6 +269,7 @@ fn follow(
                         }
                         let pos = Pos { line, offset };
                         feed.line(&mut m, pos, &text, true, &mut |d| {
+                            findings += 1;
                             ui.notice(&damage_text(&log.log, &d))
                         });
                     }
@@ -292,7 +303,7 @@ fn follow(
         }
         follower.wait();
     }
-    Ok(())
+    Ok(Served { findings })
 }
 
 /// Loops and phases folded into `other` by the caps, named once.

@@ -43,3 +43,47 @@ fn serve_takes_a_run_id_as_export_prometheus_does() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("nosuch"), "{err}");
 }
+
+/// Stops `s` with SIGTERM: (exit code, all it wrote on stderr).
+fn terminate(mut s: Server) -> (Option<i32>, String) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(s.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = s.child.wait().unwrap();
+    let err = s.stderr.iter().collect::<Vec<_>>().join("\n");
+    (status.code(), err)
+}
+
+/// Under --strict, findings (at start-up or while following) make the exit code 1 once the
+/// server stops, as `tail --strict` does; the series are served all the same.
+#[test]
+fn serve_strict_exits_1_on_findings_once_stopped() {
+    let fixtures = loopctl_tests::repo().join("fixtures");
+    let torn = fixtures.join("torn-tail");
+    let s = Server::start(&[&torn], &["--strict"]);
+    assert!(s.metrics().contains("loopctl_log_findings_total"));
+    let (code, err) = terminate(s);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("1 finding(s) in the logs (--strict)"), "{err}");
+
+    let (code, err) = terminate(Server::start(&[&torn], &[]));
+    assert_eq!(code, Some(0), "{err}");
+
+    // Damage appended while following counts as well.
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, alpha) = root_with_alpha(tmp.path(), "alpha-20260101-000000");
+    let s = Server::start(&[&alpha], &["--strict"]);
+    common::logs::append(&alpha.join("history.jsonl"), "not json\n");
+    s.wait_until(
+        |s| {
+            s.metrics()
+                .contains(r#"loopctl_log_findings_total{kind="bad_line"} 1"#)
+        },
+        "the damaged line",
+    );
+    let (code, err) = terminate(s);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("1 finding(s) in the logs (--strict)"), "{err}");
+}

@@ -9,7 +9,7 @@ use loopctl_export::otel;
 use loopctl_export::serve::{self, Config, DEFAULT_LISTEN, Ui};
 
 use super::Ctx;
-use crate::{exit, output};
+use crate::output;
 
 /// Serve Prometheus metrics rebuilt from the logs, following them as they grow.
 ///
@@ -26,6 +26,13 @@ use crate::{exit, output};
 /// address, for a Prometheus in a container) you must say so explicitly with --listen; the
 /// metrics carry loop and phase names. Port 0 picks a free port; the bound address is printed
 /// on stderr. Stops on SIGINT/SIGTERM.
+///
+/// Findings (damaged lines, torn tails, seq problems) are reported on stderr as they are read
+/// (file:line: byte N: kind: reason) and counted in loopctl_log_findings_total.
+///
+/// Exit codes: 0 stopped; 1 under --strict when findings were reported, at start-up or while
+/// following (the series are served all the same; the code is given once the server stops, as
+/// `tail --strict` does); 2 error (no such root, run or log, the address cannot be bound).
 #[derive(ClapArgs)]
 #[command(
     after_help = "Examples:\n  loopctl serve                             # the root's runs on 127.0.0.1:9477\n  loopctl serve runs/ --listen 0.0.0.0:9477  # for a Prometheus in a container\n  curl -s localhost:9477/metrics | grep loopctl_runs"
@@ -120,7 +127,14 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         ProgressStyle::with_template("{bar:40} {pos}/{len} logs replayed {elapsed}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    serve::serve(cfg, stop, &Terminal { bar })?;
+    let served = serve::serve(cfg, stop, &Terminal { bar })?;
     eprintln!("loopctl serve: stopped");
-    Ok(exit::OK)
+    let strict = ctx.strict && served.findings > 0;
+    if strict {
+        output::error(&format!(
+            "{} finding(s) in the logs (--strict)",
+            served.findings
+        ));
+    }
+    Ok(loopctl_core::exit_codes::of_reading(false, false, strict))
 }
