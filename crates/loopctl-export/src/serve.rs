@@ -233,7 +233,7 @@ fn follow(
     // appended meanwhile is read at the first poll. The folders are watched last: a watch set
     // up before would be told of every file the replay and this opening read.
     for (log, feed) in replayed {
-        let at = follower.add_unwatched(&log.log, Start::At(feed.next_offset));
+        let at = follower.add_unwatched(&log.log, Start::Numbered(feed.next_offset));
         known.insert(log.log.clone(), at);
         set(&mut feeds, at, (log.clone(), feed));
     }

@@ -255,6 +255,47 @@ fn runs_appended_added_torn_and_deleted_while_serving_show_in_the_next_scrapes()
 /// Start-up takes a root's subfolders without a look inside (no stat of every log before the
 /// replay): those holding no log (none yet, a folder, a fifo) are skipped, not waited on, not
 /// counted, and a log that appears later is picked up.
+/// A damaged line read while following is named by file and line, as at start-up: the lines
+/// the replay read are counted.
+#[test]
+fn damaged_lines_read_while_following_are_named_by_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = "alpha-20260101-000000";
+    let (root, a) = root_with_alpha(tmp.path(), run);
+    let log = a.join("history.jsonl");
+    append(
+        &log,
+        &event(2, run, "evaluation_done", json!({"score": 0.5})),
+    );
+    let s = Server::start(&[&root], &["--max-line-bytes", "300"]);
+    let before = std::fs::metadata(&log).unwrap().len();
+    append(
+        &log,
+        &format!("{{\"x\":\"{}\"}}\nnot json\n", "y".repeat(400)),
+    );
+    s.wait_until(
+        |s| {
+            value(
+                &s.metrics(),
+                r#"loopctl_log_findings_total{kind="bad_line"}"#,
+            ) == Some(1.0)
+        },
+        "the damaged lines",
+    );
+    let notices = s.notices().join("\n");
+    let log = log.display();
+    assert!(
+        notices.contains(&format!(
+            "{log}:3: byte {before}: oversize: line of 408 bytes"
+        )),
+        "{notices}"
+    );
+    assert!(
+        notices.contains(&format!("{log}:4: byte {}: bad_line", before + 409)),
+        "{notices}"
+    );
+}
+
 #[test]
 fn subfolders_without_a_log_are_skipped_at_start_up_and_picked_up_once_they_have_one() {
     let tmp = tempfile::tempdir().unwrap();
