@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,9 +37,62 @@ pub const MAX_HEAD: usize = 8 << 10;
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Where `serve` listens: `--listen` as given, and the addresses it names. A host name may
+/// name several (`localhost`: 127.0.0.1 and ::1): IPv4 ones first, the first that binds taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listen {
+    pub text: String,
+    pub addrs: Vec<SocketAddr>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error(
+        "{0:?} is not HOST:PORT or IP:PORT (such as 127.0.0.1:9477, localhost:9477, [::1]:9477 or 0.0.0.0:9477)"
+    )]
+    Form(String),
+    /// The cause in the message, as `ServeError::Bind`.
+    #[error("cannot resolve the host name {host:?}: {cause}")]
+    Resolve { host: String, cause: std::io::Error },
+}
+
+impl std::str::FromStr for Listen {
+    type Err = ListenError;
+
+    /// An IP address and port as they are; a host name and port resolved now.
+    fn from_str(text: &str) -> Result<Listen, ListenError> {
+        let listen = |addrs| {
+            Ok(Listen {
+                text: text.to_string(),
+                addrs,
+            })
+        };
+        if let Ok(a) = text.parse::<SocketAddr>() {
+            return listen(vec![a]);
+        }
+        let form = || ListenError::Form(text.to_string());
+        let (host, port) = text.rsplit_once(':').ok_or_else(form)?;
+        let port: u16 = port.parse().map_err(|_| form())?;
+        // An IPv6 address goes in brackets, and then parsed above.
+        if host.is_empty() || host.contains([':', '[', ']', '/']) {
+            return Err(form());
+        }
+        let resolve = |cause| ListenError::Resolve {
+            host: host.to_string(),
+            cause,
+        };
+        let mut addrs: Vec<SocketAddr> = (host, port).to_socket_addrs().map_err(resolve)?.collect();
+        if addrs.is_empty() {
+            return Err(resolve(std::io::Error::other("no address")));
+        }
+        addrs.sort_by_key(SocketAddr::is_ipv6);
+        listen(addrs)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub listen: SocketAddr,
+    pub listen: Listen,
     pub roots: Vec<PathBuf>,
     pub options: Options,
     pub max_line: usize,
@@ -71,10 +124,7 @@ pub enum ServeError {
     /// The cause is in the message, not a `source` (the CLI prints the chain: it would say it
     /// twice).
     #[error("cannot listen on {addr}: {cause}")]
-    Bind {
-        addr: SocketAddr,
-        cause: std::io::Error,
-    },
+    Bind { addr: String, cause: std::io::Error },
     #[error(transparent)]
     Export(#[from] ExportError),
 }
@@ -122,11 +172,12 @@ pub struct Served {
 /// Runs the server until `stop` is set.
 pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<Served, ServeError> {
     let initial = maybe_logs(&cfg.roots)?;
-    let listener = TcpListener::bind(cfg.listen).map_err(|cause| ServeError::Bind {
-        addr: cfg.listen,
+    let bind_error = |cause| ServeError::Bind {
+        addr: cfg.listen.text.clone(),
         cause,
-    })?;
-    let addr = listener.local_addr().unwrap_or(cfg.listen);
+    };
+    let listener = TcpListener::bind(&cfg.listen.addrs[..]).map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
     let paths: Arc<Mutex<HashMap<SourceId, PathBuf>>> = Arc::default();
     let probe_paths = Arc::clone(&paths);
     // Asked at each scrape for the logs with running runs only (bounded by the live runs).

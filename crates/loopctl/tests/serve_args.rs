@@ -87,3 +87,35 @@ fn serve_strict_exits_1_on_findings_once_stopped() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("1 finding(s) in the logs (--strict)"), "{err}");
 }
+
+/// --listen takes a host name (resolved) as well as an IP address; a value of neither form is
+/// refused with the form expected.
+#[test]
+fn serve_listens_on_a_host_name_and_says_the_form_it_expects() {
+    let fixtures = loopctl_tests::repo().join("fixtures");
+    let s = Server::start_on("localhost:0", &[&fixtures.join("healthy-native")], &[]);
+    assert!(s.metrics().contains("loopctl_runs{"));
+    let ip: std::net::SocketAddr = s.addr.parse().unwrap();
+    assert!(ip.ip().is_loopback(), "{ip}");
+    let notices = s.notices().join("\n");
+    assert!(!notices.contains("reachable from other hosts"), "{notices}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    for bad in [
+        "localhost",
+        "9477",
+        ":9477",
+        "localhost:port",
+        "127.0.0.1:99999",
+    ] {
+        let (code, err) = refused(tmp.path(), &["--listen", bad]);
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        assert!(
+            err.contains("HOST:PORT") && err.contains("localhost:9477"),
+            "{bad}: {err}"
+        );
+    }
+    let (code, err) = refused(tmp.path(), &["--listen", "no-such-host.invalid:9477"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no-such-host.invalid"), "{err}");
+}

@@ -1,4 +1,3 @@
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -6,7 +5,7 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 use loopctl_export::otel;
-use loopctl_export::serve::{self, Config, DEFAULT_LISTEN, Ui};
+use loopctl_export::serve::{self, Config, DEFAULT_LISTEN, Listen, Ui};
 
 use super::Ctx;
 use crate::output;
@@ -42,10 +41,10 @@ pub struct Args {
     /// run's folder, or the log file holding it, all of whose runs are served), as for `export
     /// prometheus` (default: the root).
     paths: Vec<String>,
-    /// Address to listen on. The default is loopback only; a non-loopback address must be
-    /// given here explicitly.
-    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
-    listen: SocketAddr,
+    /// Address to listen on: IP:PORT or HOST:PORT (a host name is resolved; IPv4 first). The
+    /// default is loopback only; a non-loopback address must be given here explicitly.
+    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "HOST:PORT")]
+    listen: Listen,
     /// How often followed logs are checked when no file notification arrives.
     #[arg(long, default_value = "250ms", value_parser = super::values::positive_duration, value_name = "DURATION")]
     poll: Duration,

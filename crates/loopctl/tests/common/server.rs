@@ -19,17 +19,15 @@ pub struct Server {
 
 impl Server {
     pub fn start(args: &[&Path], extra: &[&str]) -> Server {
+        Server::start_on("127.0.0.1:0", args, extra)
+    }
+
+    /// `start`, listening on `listen`.
+    pub fn start_on(listen: &str, args: &[&Path], extra: &[&str]) -> Server {
         let mut child = Command::new(cargo_bin("loopctl"))
             .env("NO_COLOR", "1")
             .arg("serve")
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--poll",
-                "50ms",
-                "--rescan",
-                "100ms",
-            ])
+            .args(["--listen", listen, "--poll", "50ms", "--rescan", "100ms"])
             .args(extra)
             .args(args)
             .stdout(Stdio::null())
