@@ -620,8 +620,9 @@ fn runs_json(http: &Http) -> Vec<u8> {
         .chunk_by(|a, b| a.0 == b.0)
         .map(|g| (g[0].0, g))
         .collect();
+    // In path order, as `list` orders a root's runs (by folder name), whenever a log was found.
     let mut logs: Vec<(&SourceId, &PathBuf)> = paths.iter().collect();
-    logs.sort_unstable_by_key(|(s, _)| **s);
+    logs.sort_unstable_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)));
     for (&source, path) in logs {
         let run = if path.is_dir() {
             RunRef::file(&path.join(LOG_NAME))
