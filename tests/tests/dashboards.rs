@@ -538,6 +538,14 @@ fn alert_rules_are_well_formed_and_all_unit_tested() {
             for a in ["summary", "description"] {
                 let text = r["annotations"][a].as_str().unwrap_or_default();
                 assert!(!text.trim().is_empty(), "{name}: no {a}");
+                // `loopctl stop` refuses the logs another tool writes: advice to use it says
+                // which runs it stops.
+                if text.contains("loopctl stop") {
+                    assert!(
+                        text.contains("aif-loop") && text.contains("Avenor"),
+                        "{name}: {a} suggests `loopctl stop` for every run: {text}"
+                    );
+                }
             }
             assert!(names.insert(name.clone()), "duplicate alert {name}");
         }
