@@ -328,6 +328,39 @@ fn contract_and_sample_agree() {
     }
 }
 
+/// The values of the `status` label, as docs/metrics.md lists them.
+fn statuses() -> Vec<String> {
+    let doc = read(&repo().join("docs/metrics.md"));
+    let row = doc
+        .lines()
+        .find_map(|l| l.strip_prefix("| `status` | "))
+        .expect("docs/metrics.md: the status label's row");
+    let values = row.split(':').next().unwrap_or_default();
+    values
+        .split(", ")
+        .map(|v| v.trim_matches('`').to_string())
+        .collect()
+}
+
+/// A panel "by status" names every run status in its description.
+#[test]
+fn panels_by_status_name_every_run_status() {
+    let statuses = statuses();
+    assert!(statuses.len() >= 5, "{statuses:?}");
+    for name in DASHBOARDS {
+        let d = dashboard(name);
+        for p in all_panels(&d) {
+            if !p["title"].as_str().is_some_and(|t| t.contains("by status")) {
+                continue;
+            }
+            let desc = p["description"].as_str().unwrap_or_default();
+            for s in &statuses {
+                assert!(desc.contains(s.as_str()), "{name}: no {s:?} in {desc:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn dashboards_are_well_formed() {
     let contract = contract();
@@ -505,6 +538,14 @@ fn alert_rules_are_well_formed_and_all_unit_tested() {
             for a in ["summary", "description"] {
                 let text = r["annotations"][a].as_str().unwrap_or_default();
                 assert!(!text.trim().is_empty(), "{name}: no {a}");
+                // `loopctl stop` refuses the logs another tool writes: advice to use it says
+                // which runs it stops.
+                if text.contains("loopctl stop") {
+                    assert!(
+                        text.contains("aif-loop") && text.contains("Avenor"),
+                        "{name}: {a} suggests `loopctl stop` for every run: {text}"
+                    );
+                }
             }
             assert!(names.insert(name.clone()), "duplicate alert {name}");
         }

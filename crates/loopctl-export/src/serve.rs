@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,9 +37,62 @@ pub const MAX_HEAD: usize = 8 << 10;
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Where `serve` listens: `--listen` as given, and the addresses it names. A host name may
+/// name several (`localhost`: 127.0.0.1 and ::1): IPv4 ones first, the first that binds taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listen {
+    pub text: String,
+    pub addrs: Vec<SocketAddr>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error(
+        "{0:?} is not HOST:PORT or IP:PORT (such as 127.0.0.1:9477, localhost:9477, [::1]:9477 or 0.0.0.0:9477)"
+    )]
+    Form(String),
+    /// The cause in the message, as `ServeError::Bind`.
+    #[error("cannot resolve the host name {host:?}: {cause}")]
+    Resolve { host: String, cause: std::io::Error },
+}
+
+impl std::str::FromStr for Listen {
+    type Err = ListenError;
+
+    /// An IP address and port as they are; a host name and port resolved now.
+    fn from_str(text: &str) -> Result<Listen, ListenError> {
+        let listen = |addrs| {
+            Ok(Listen {
+                text: text.to_string(),
+                addrs,
+            })
+        };
+        if let Ok(a) = text.parse::<SocketAddr>() {
+            return listen(vec![a]);
+        }
+        let form = || ListenError::Form(text.to_string());
+        let (host, port) = text.rsplit_once(':').ok_or_else(form)?;
+        let port: u16 = port.parse().map_err(|_| form())?;
+        // An IPv6 address goes in brackets, and then parsed above.
+        if host.is_empty() || host.contains([':', '[', ']', '/']) {
+            return Err(form());
+        }
+        let resolve = |cause| ListenError::Resolve {
+            host: host.to_string(),
+            cause,
+        };
+        let mut addrs: Vec<SocketAddr> = (host, port).to_socket_addrs().map_err(resolve)?.collect();
+        if addrs.is_empty() {
+            return Err(resolve(std::io::Error::other("no address")));
+        }
+        addrs.sort_by_key(SocketAddr::is_ipv6);
+        listen(addrs)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub listen: SocketAddr,
+    pub listen: Listen,
     pub roots: Vec<PathBuf>,
     pub options: Options,
     pub max_line: usize,
@@ -71,10 +124,7 @@ pub enum ServeError {
     /// The cause is in the message, not a `source` (the CLI prints the chain: it would say it
     /// twice).
     #[error("cannot listen on {addr}: {cause}")]
-    Bind {
-        addr: SocketAddr,
-        cause: std::io::Error,
-    },
+    Bind { addr: String, cause: std::io::Error },
     #[error(transparent)]
     Export(#[from] ExportError),
 }
@@ -111,14 +161,23 @@ pub fn damage_text(log: &std::path::Path, d: &Damage) -> String {
     )
 }
 
+/// What a server that stopped saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    /// Findings reported (damaged lines, torn tails, seq problems), at start-up or while
+    /// following: `--strict` makes them exit 1 once the server stops.
+    pub findings: u64,
+}
+
 /// Runs the server until `stop` is set.
-pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<(), ServeError> {
+pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<Served, ServeError> {
     let initial = maybe_logs(&cfg.roots)?;
-    let listener = TcpListener::bind(cfg.listen).map_err(|cause| ServeError::Bind {
-        addr: cfg.listen,
+    let bind_error = |cause| ServeError::Bind {
+        addr: cfg.listen.text.clone(),
         cause,
-    })?;
-    let addr = listener.local_addr().unwrap_or(cfg.listen);
+    };
+    let listener = TcpListener::bind(&cfg.listen.addrs[..]).map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
     let paths: Arc<Mutex<HashMap<SourceId, PathBuf>>> = Arc::default();
     let probe_paths = Arc::clone(&paths);
     // Asked at each scrape for the logs with running runs only (bounded by the live runs).
@@ -169,7 +228,8 @@ fn follow(
     http: &Http,
     stop: &AtomicBool,
     ui: &dyn Ui,
-) -> Result<(), ServeError> {
+) -> Result<Served, ServeError> {
+    let mut findings = 0u64;
     let mut follower = Follower::new(cfg.poll);
     // Follower source index -> (log, feed).
     let mut feeds: Vec<Option<(LogRef, Feed)>> = Vec::new();
@@ -195,6 +255,7 @@ fn follow(
         let mut m = lock();
         for (log, f) in initial[start..].iter().zip(folded) {
             let read = absorb(&mut m, log, f, &mut |d| {
+                findings += 1;
                 ui.notice(&damage_text(&log.log, &d))
             });
             match read {
@@ -214,7 +275,7 @@ fn follow(
         true
     });
     if stopped {
-        return Ok(());
+        return Ok(Served { findings });
     }
     http.ready.store(true, Ordering::SeqCst);
     ui.replayed(replayed.len());
@@ -223,7 +284,7 @@ fn follow(
     // appended meanwhile is read at the first poll. The folders are watched last: a watch set
     // up before would be told of every file the replay and this opening read.
     for (log, feed) in replayed {
-        let at = follower.add_unwatched(&log.log, Start::At(feed.next_offset));
+        let at = follower.add_unwatched(&log.log, Start::Numbered(feed.next_offset));
         known.insert(log.log.clone(), at);
         set(&mut feeds, at, (log.clone(), feed));
     }
@@ -259,6 +320,7 @@ fn follow(
                         }
                         let pos = Pos { line, offset };
                         feed.line(&mut m, pos, &text, true, &mut |d| {
+                            findings += 1;
                             ui.notice(&damage_text(&log.log, &d))
                         });
                     }
@@ -292,7 +354,7 @@ fn follow(
         }
         follower.wait();
     }
-    Ok(())
+    Ok(Served { findings })
 }
 
 /// Loops and phases folded into `other` by the caps, named once.
@@ -558,8 +620,9 @@ fn runs_json(http: &Http) -> Vec<u8> {
         .chunk_by(|a, b| a.0 == b.0)
         .map(|g| (g[0].0, g))
         .collect();
+    // In path order, as `list` orders a root's runs (by folder name), whenever a log was found.
     let mut logs: Vec<(&SourceId, &PathBuf)> = paths.iter().collect();
-    logs.sort_unstable_by_key(|(s, _)| **s);
+    logs.sort_unstable_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)));
     for (&source, path) in logs {
         let run = if path.is_dir() {
             RunRef::file(&path.join(LOG_NAME))

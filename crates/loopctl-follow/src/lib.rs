@@ -40,8 +40,12 @@ pub enum Item {
 pub enum Start {
     Beginning,
     End,
-    /// Byte offset of a line start (from `tail_offset`).
+    /// Byte offset of a line start (from `tail_offset`); the lines after it are not numbered.
     At(u64),
+    /// Byte offset of a line start, the lines before it counted (once, when the file first has
+    /// bytes past it to read) so that the lines after it keep their numbers: for a caller that
+    /// read the file up to there itself and reports lines by number (`serve`).
+    Numbered(u64),
 }
 
 struct Source {
@@ -51,8 +55,10 @@ struct Source {
     offset: u64,
     line: u64,
     partial: Vec<u8>,
-    /// Line numbers are unknown after starting mid-file.
+    /// Line numbers are unknown after starting mid-file (`Start::At`).
     numbered: bool,
+    /// `Start::Numbered`: the lines before `offset` are still to be counted.
+    count_before: bool,
     gone: bool,
     /// The last bytes read (up to `TAIL_MARK`) and the modification time at the last look: a
     /// file rewritten in place to the same or a larger size (truncated, then written again
@@ -156,6 +162,7 @@ impl Follower {
             line: 0,
             partial: Vec::new(),
             numbered: true,
+            count_before: false,
             gone: false,
             mark: Vec::new(),
             modified: None,
@@ -167,9 +174,10 @@ impl Follower {
             s.offset = match start {
                 Start::Beginning => 0,
                 Start::End => m.len(),
-                Start::At(o) => o.min(m.len()),
+                Start::At(o) | Start::Numbered(o) => o.min(m.len()),
             };
             s.numbered = s.offset == 0;
+            s.count_before = !s.numbered && matches!(start, Start::Numbered(_));
             s.modified = m.modified().ok();
             s.file = Some(f);
             if let Some(f) = s.file.as_mut() {
@@ -267,8 +275,12 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if s.file.is_some() {
-                // A partial line of a deleted file never completes: it goes with the file.
-                s.partial.clear();
+                // Closed now: a deleted or moved log kept open holds its disk space and a
+                // descriptor for as long as the follower runs. A partial line of a deleted
+                // file never completes: it goes with the file.
+                s.file = None;
+                s.partial = Vec::new();
+                s.mark = Vec::new();
                 out(Item::Notice {
                     source: i,
                     text: format!("{} was deleted", s.path.display()),
@@ -325,6 +337,14 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
     if meta.len() == s.offset {
         return;
     }
+    if s.count_before {
+        // Counted only now: most logs a server follows never grow again.
+        s.count_before = false;
+        if let Some(n) = lines_before(f, s.offset) {
+            s.line = n;
+            s.numbered = true;
+        }
+    }
     if f.seek(SeekFrom::Start(s.offset)).is_err() {
         return;
     }
@@ -373,9 +393,30 @@ impl Source {
         self.offset = 0;
         self.line = 0;
         self.numbered = true;
+        self.count_before = false;
         self.partial.clear();
         self.mark.clear();
     }
+}
+
+/// The newlines in the first `offset` bytes of `f`; `None` if they cannot be read.
+fn lines_before(f: &mut File, offset: u64) -> Option<u64> {
+    f.seek(SeekFrom::Start(0)).ok()?;
+    let mut left = offset;
+    let mut n = 0u64;
+    let mut buf = vec![0u8; 256 << 10];
+    while left > 0 {
+        let want = buf.len().min(left as usize);
+        let got = match f.read(&mut buf[..want]) {
+            Ok(0) => return None,
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        };
+        n += memchr::memchr_iter(b'\n', &buf[..got]).count() as u64;
+        left -= got as u64;
+    }
+    Some(n)
 }
 
 /// The (up to) `TAIL_MARK` bytes before `offset`; `None` if they cannot be read.
@@ -532,6 +573,70 @@ mod tests {
         std::fs::remove_file(&p).unwrap();
         assert_eq!(lines(&mut f), ["! deleted", "gone"]);
         assert_eq!(f.live_sources(), 0);
+    }
+
+    #[test]
+    fn lines_after_a_numbered_start_keep_their_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("h.jsonl");
+        std::fs::write(&p, "a\n\nb\n").unwrap();
+        let mut f = Follower::without_notifications(Duration::from_millis(10));
+        let numbered = f.add(&p, Start::Numbered(5));
+        let unnumbered = f.add(&p, Start::At(5));
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(b"c\nd\n")
+            .unwrap();
+        let mut got = vec![];
+        f.poll(&mut |it| {
+            if let Item::Line { source, line, .. } = it {
+                got.push((source, line));
+            }
+        });
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                (numbered, 4),
+                (numbered, 5),
+                (unnumbered, 0),
+                (unnumbered, 0)
+            ]
+        );
+    }
+
+    /// This process's descriptors open on a file under `dir` (deleted ones included).
+    fn fds_under(dir: &Path) -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| target.starts_with(dir))
+            .count()
+    }
+
+    #[test]
+    fn deleted_and_renamed_logs_leave_no_file_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        let mut f = Follower::without_notifications(Duration::from_millis(10));
+        for i in 0..5 {
+            let run = dir.join(format!("r{i}"));
+            std::fs::create_dir(&run).unwrap();
+            std::fs::write(run.join("h.jsonl"), "a\n").unwrap();
+            f.add(&run.join("h.jsonl"), Start::Beginning);
+        }
+        lines(&mut f);
+        assert_eq!(fds_under(&dir), 5);
+        for i in 0..4 {
+            std::fs::remove_dir_all(dir.join(format!("r{i}"))).unwrap();
+        }
+        // A renamed folder: its log is gone from the path followed, though not deleted.
+        std::fs::rename(dir.join("r4"), dir.join("moved")).unwrap();
+        assert_eq!(lines(&mut f).iter().filter(|l| *l == "gone").count(), 5);
+        assert_eq!(f.live_sources(), 0);
+        assert_eq!(fds_under(&dir), 0);
     }
 
     #[test]

@@ -170,6 +170,7 @@ fn numeric_flags_refuse_bad_values_with_a_usage_error() {
         // A zero interval made serve spin on the CPU; a bad value never starts the server.
         (vec!["serve", healthy], "--poll", &["0s", "0", "x"], ""),
         (vec!["serve", healthy], "--rescan", &["0s", "0", "x"], ""),
+        (vec!["serve", healthy], "--max-loops", &["0", "-1", "x"], ""),
     ];
     // stagnation and postmortem share their detector settings.
     for cmd in ["stagnation", "postmortem"] {
@@ -207,6 +208,8 @@ fn numeric_flags_refuse_bad_values_with_a_usage_error() {
                 err.contains("invalid value") && err.contains(flag),
                 "{before:?} {flag} {v}: {err}"
             );
+            // Bounds said in words, not as Rust ranges.
+            assert!(!err.contains(".."), "{before:?} {flag} {v}: {err}");
             assert!(out.stdout.is_empty(), "{before:?} {flag} {v}");
         }
         if !good.is_empty() {
@@ -222,6 +225,27 @@ fn numeric_flags_refuse_bad_values_with_a_usage_error() {
                 text(&out.stderr)
             );
         }
+    }
+    for (args, says) in [
+        (
+            vec!["serve", healthy, "--max-loops", "0"],
+            "0 is out of range: it must be at least 1",
+        ),
+        (
+            vec!["replay", healthy, "--threads", "257"],
+            "257 is out of range: it must be from 1 to 256",
+        ),
+        (
+            vec!["stagnation", healthy, "--window", "3"],
+            "3 is out of range: it must be at least 4",
+        ),
+        (
+            vec!["replay", healthy, "--threads", "x"],
+            "\"x\" is not a whole number (it must be from 1 to 256)",
+        ),
+    ] {
+        let err = text(&run(&args).stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
     }
     // A window too short for the turns asked for is refused, naming both.
     let out = run(&["stagnation", healthy, "--window", "4", "--turns", "3"]);

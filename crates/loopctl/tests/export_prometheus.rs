@@ -105,3 +105,43 @@ fn export_exit_codes_count_every_finding_and_a_log_with_no_event_and_runs_go_by_
     assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
     assert_eq!(err.matches("in use").count(), 1, "{err}");
 }
+
+/// Folded label values are named once each on stderr up to a bound, then a note says later ones
+/// are not; docs/metrics.md and --help give that bound.
+#[test]
+fn folded_loops_are_named_up_to_the_bound_the_docs_give() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("many.jsonl");
+    let text: String = (0..150)
+        .map(|i| {
+            event(
+                1,
+                &format!("loop{i}-20260101-000000"),
+                "run_started",
+                json!({}),
+            )
+        })
+        .collect();
+    std::fs::write(&log, text).unwrap();
+    let out = Command::new(cargo_bin("loopctl"))
+        .env("NO_COLOR", "1")
+        .args(["export", "prometheus", "--max-loops", "1"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let named = err.matches("folded into \"other\":").count();
+    assert!(named > 1 && named < 149, "{err}");
+    assert!(err.contains("are not named"), "{err}");
+    let doc = std::fs::read_to_string(loopctl_tests::repo().join("docs/metrics.md")).unwrap();
+    let row = doc.lines().find(|l| l.starts_with("| `loop` |")).unwrap();
+    assert!(row.contains(&format!("the first {named} ")), "{row}");
+    let help = Command::new(cargo_bin("loopctl"))
+        .args(["export", "prometheus", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).replace('\n', " ");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(help.contains(&format!("the first {named} ")), "{help}");
+}

@@ -1,11 +1,10 @@
 //! End-to-end tests of `loopctl serve` and `loopctl export prometheus`: a real server on a
 //! loopback port, real HTTP over TCP, promtool where installed.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,114 +13,10 @@ use serde_json::{Value, json};
 
 mod common;
 use common::logs::{append, event, root_with_alpha, value};
+use common::server::Server;
 
 fn fixtures() -> PathBuf {
     loopctl_tests::repo().join("fixtures")
-}
-
-/// A `loopctl serve` child; killed when dropped.
-struct Server {
-    child: Child,
-    addr: String,
-    stderr: Receiver<String>,
-}
-
-impl Server {
-    fn start(args: &[&Path], extra: &[&str]) -> Server {
-        let mut child = Command::new(cargo_bin("loopctl"))
-            .env("NO_COLOR", "1")
-            .arg("serve")
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--poll",
-                "50ms",
-                "--rescan",
-                "100ms",
-            ])
-            .args(extra)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, rx) = channel();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut addr = String::new();
-        while addr.is_empty() {
-            let line = rx
-                .recv_timeout(Duration::from_secs(30))
-                .expect("serve printed its address");
-            if let Some(rest) = line.split("http://").nth(1) {
-                addr = rest.split_whitespace().next().unwrap_or("").to_string();
-            }
-        }
-        let s = Server {
-            child,
-            addr,
-            stderr: rx,
-        };
-        s.wait_until(|s| s.get("/healthz").0 == 200, "the first replay");
-        s
-    }
-
-    fn request(&self, raw: &[u8]) -> (u16, String, String) {
-        let mut c = TcpStream::connect(&self.addr).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        c.write_all(raw).unwrap();
-        let mut out = Vec::new();
-        let _ = c.read_to_end(&mut out);
-        let text = String::from_utf8_lossy(&out).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let code = head
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (code, head.to_string(), body.to_string())
-    }
-
-    fn get(&self, path: &str) -> (u16, String) {
-        let (code, _, body) =
-            self.request(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
-        (code, body)
-    }
-
-    fn metrics(&self) -> String {
-        let (code, body) = self.get("/metrics");
-        assert_eq!(code, 200, "{body}");
-        body
-    }
-
-    /// Polls until `ok` (the follower works on its own clock), failing after a generous wait.
-    fn wait_until(&self, ok: impl Fn(&Server) -> bool, what: &str) {
-        let start = Instant::now();
-        while !ok(self) {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "timed out waiting for {what}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn notices(&self) -> Vec<String> {
-        self.stderr.try_iter().collect()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Sample lines (no comments), without the server's own scrape duration.
@@ -360,6 +255,47 @@ fn runs_appended_added_torn_and_deleted_while_serving_show_in_the_next_scrapes()
 /// Start-up takes a root's subfolders without a look inside (no stat of every log before the
 /// replay): those holding no log (none yet, a folder, a fifo) are skipped, not waited on, not
 /// counted, and a log that appears later is picked up.
+/// A damaged line read while following is named by file and line, as at start-up: the lines
+/// the replay read are counted.
+#[test]
+fn damaged_lines_read_while_following_are_named_by_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = "alpha-20260101-000000";
+    let (root, a) = root_with_alpha(tmp.path(), run);
+    let log = a.join("history.jsonl");
+    append(
+        &log,
+        &event(2, run, "evaluation_done", json!({"score": 0.5})),
+    );
+    let s = Server::start(&[&root], &["--max-line-bytes", "300"]);
+    let before = std::fs::metadata(&log).unwrap().len();
+    append(
+        &log,
+        &format!("{{\"x\":\"{}\"}}\nnot json\n", "y".repeat(400)),
+    );
+    s.wait_until(
+        |s| {
+            value(
+                &s.metrics(),
+                r#"loopctl_log_findings_total{kind="bad_line"}"#,
+            ) == Some(1.0)
+        },
+        "the damaged lines",
+    );
+    let notices = s.notices().join("\n");
+    let log = log.display();
+    assert!(
+        notices.contains(&format!(
+            "{log}:3: byte {before}: oversize: line of 408 bytes"
+        )),
+        "{notices}"
+    );
+    assert!(
+        notices.contains(&format!("{log}:4: byte {}: bad_line", before + 409)),
+        "{notices}"
+    );
+}
+
 #[test]
 fn subfolders_without_a_log_are_skipped_at_start_up_and_picked_up_once_they_have_one() {
     let tmp = tempfile::tempdir().unwrap();
@@ -838,7 +774,7 @@ fn the_compose_stacks_serve_command_starts_and_answers() {
 /// damaged lines (an empty row with its findings) and logs of several runs (each run its own
 /// seq findings, the folder's run the damaged lines) included.
 #[test]
-fn api_runs_lists_logs_with_no_event_as_list_does() {
+fn api_runs_lists_the_rows_of_list_in_its_order() {
     let tmp = tempfile::tempdir().unwrap();
     let (root, _) = root_with_alpha(tmp.path(), "alpha-20260101-000000");
     for (name, text) in [("blank", ""), ("garbled", "not json\n{\"event\":\n")] {
@@ -857,6 +793,14 @@ fn api_runs_lists_logs_with_no_event_as_list_does() {
         .unwrap();
     }
     let s = Server::start(&[&root], &[]);
+    // A run folder that appears later, first in name order: listed where `list` lists it.
+    let late = root.join("0-late");
+    std::fs::create_dir_all(&late).unwrap();
+    append(
+        &late.join("history.jsonl"),
+        &event(1, "0-late-20260101-000000", "run_started", json!({})),
+    );
+    s.wait_until(|s| s.get("/api/runs").1.contains("0-late"), "the late run");
     let (code, body) = s.get("/api/runs");
     assert_eq!(code, 200);
     let served: Vec<Value> = serde_json::from_str(&body).unwrap();
@@ -872,7 +816,6 @@ fn api_runs_lists_logs_with_no_event_as_list_does() {
         for r in rows.iter_mut() {
             r.as_object_mut().unwrap().remove("idle_ms");
         }
-        rows.sort_by_key(|r| r["run_id"].to_string());
     }
     assert_eq!(served, listed);
     let garbled = served.iter().find(|r| r["run_id"] == "garbled").unwrap();

@@ -447,6 +447,27 @@ fn every_panel_and_alert_expression_returns_data_from_a_real_prometheus() {
                     &format!("{name}: variable {}", v["name"]),
                     &expr,
                 ));
+                // The phase picker offers every phase of the loop, whichever series has it (a
+                // phase attempt with no known duration is only in loopctl_phases_total).
+                if label.trim() == "phase" {
+                    let values = |selector: &str| -> BTreeSet<String> {
+                        let (_, v) = prom.get(&format!(
+                            "/api/v1/label/phase/values?match[]={}",
+                            url_encode(&substitute(selector, &vars))
+                        ));
+                        let found = v["data"].as_array().into_iter().flatten();
+                        found
+                            .filter_map(|x| Some(x.as_str()?.to_string()))
+                            .collect()
+                    };
+                    let offered = values(selector);
+                    let every = values(r#"{__name__=~"loopctl_.+",loop=~"$loop"}"#);
+                    if offered != every {
+                        failures.push(format!(
+                            "{name}: $phase offers {offered:?}, the loop's series have {every:?}"
+                        ));
+                    }
+                }
             }
         }
     }

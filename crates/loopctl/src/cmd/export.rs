@@ -89,11 +89,12 @@ pub struct SeriesArgs {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     per_run_series: bool,
     /// Distinct loop label values kept; the runs of later loops are counted under
-    /// loop="other" (each such loop is named once on stderr).
+    /// loop="other". On stderr, the first 100 values folded (loops and phases together) are
+    /// named once each, then a note says later ones are not.
     #[arg(long, default_value_t = 200, value_parser = super::values::count_usize(), value_name = "N")]
     max_loops: usize,
     /// Distinct phase label values kept per loop; later phases are counted under
-    /// phase="other" (named once on stderr).
+    /// phase="other" (named once on stderr, as folded loops are).
     #[arg(long, default_value_t = 50, value_parser = super::values::count_usize(), value_name = "N")]
     max_phases: usize,
     /// The detectors' settings behind loopctl_stagnation_verdicts_total: the flags of
@@ -165,21 +166,13 @@ fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
 }
 
 fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
-    let mut paths: Vec<PathBuf> = Vec::new();
-    let mut files = Vec::new();
-    for spec in &a.paths {
-        let p = PathBuf::from(spec);
-        if p.is_file() {
-            files.push(p.clone());
-        }
-        if p.exists() {
-            paths.push(p);
-        } else {
-            let run = ctx.resolve(Some(spec))?;
-            paths.push(run.dir.unwrap_or(run.log));
-        }
-    }
-    let paths = ctx.inputs(paths)?;
+    let files: Vec<PathBuf> = a
+        .paths
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .collect();
+    let paths = ctx.inputs(ctx.paths_or_runs(&a.paths)?)?;
     let logs = textfile::maybe_logs(&paths)?;
     let options = a.series.options()?;
     let state = textfile::replay_with(&logs, options, &ctx.read, &mut |log, d| {

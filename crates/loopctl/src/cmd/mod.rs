@@ -101,6 +101,23 @@ impl Ctx {
         Ok(vec![P::from(self.root.clone())])
     }
 
+    /// The paths a metrics command's arguments name (`export prometheus`, `serve`): an
+    /// existing path (a root, a run folder, a log file) as it is, else a run id or alias under
+    /// the root, as the run's folder or the log file holding it.
+    pub fn paths_or_runs(&self, specs: &[String]) -> anyhow::Result<Vec<PathBuf>> {
+        specs
+            .iter()
+            .map(|spec| {
+                let p = PathBuf::from(spec);
+                if p.exists() {
+                    return Ok(p);
+                }
+                let run = self.resolve(Some(spec))?;
+                Ok(run.dir.unwrap_or(run.log))
+            })
+            .collect()
+    }
+
     pub fn resolve(&self, spec: Option<&str>) -> anyhow::Result<RunRef> {
         self.select(spec, None)
     }

@@ -1,5 +1,3 @@
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -7,10 +5,10 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 use loopctl_export::otel;
-use loopctl_export::serve::{self, Config, DEFAULT_LISTEN, Ui};
+use loopctl_export::serve::{self, Config, DEFAULT_LISTEN, Listen, Ui};
 
 use super::Ctx;
-use crate::{exit, output};
+use crate::output;
 
 /// Serve Prometheus metrics rebuilt from the logs, following them as they grow.
 ///
@@ -27,17 +25,26 @@ use crate::{exit, output};
 /// address, for a Prometheus in a container) you must say so explicitly with --listen; the
 /// metrics carry loop and phase names. Port 0 picks a free port; the bound address is printed
 /// on stderr. Stops on SIGINT/SIGTERM.
+///
+/// Findings (damaged lines, torn tails, seq problems) are reported on stderr as they are read
+/// (file:line: byte N: kind: reason) and counted in loopctl_log_findings_total.
+///
+/// Exit codes: 0 stopped; 1 under --strict when findings were reported, at start-up or while
+/// following (the series are served all the same; the code is given once the server stops, as
+/// `tail --strict` does); 2 error (no such root, run or log, the address cannot be bound).
 #[derive(ClapArgs)]
 #[command(
     after_help = "Examples:\n  loopctl serve                             # the root's runs on 127.0.0.1:9477\n  loopctl serve runs/ --listen 0.0.0.0:9477  # for a Prometheus in a container\n  curl -s localhost:9477/metrics | grep loopctl_runs"
 )]
 pub struct Args {
-    /// Roots (folders of run folders), run folders or log files (default: the root).
-    paths: Vec<PathBuf>,
-    /// Address to listen on. The default is loopback only; a non-loopback address must be
-    /// given here explicitly.
-    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
-    listen: SocketAddr,
+    /// Roots (folders of run folders), run folders, log files or run ids (a run id names its
+    /// run's folder, or the log file holding it, all of whose runs are served), as for `export
+    /// prometheus` (default: the root).
+    paths: Vec<String>,
+    /// Address to listen on: IP:PORT or HOST:PORT (a host name is resolved; IPv4 first). The
+    /// default is loopback only; a non-loopback address must be given here explicitly.
+    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "HOST:PORT")]
+    listen: Listen,
     /// How often followed logs are checked when no file notification arrives.
     #[arg(long, default_value = "250ms", value_parser = super::values::positive_duration, value_name = "DURATION")]
     poll: Duration,
@@ -93,7 +100,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let roots = if a.paths.is_empty() {
         vec![ctx.root.clone()]
     } else {
-        a.paths
+        ctx.paths_or_runs(&a.paths)?
     };
     let cfg = Config {
         listen: a.listen,
@@ -119,7 +126,14 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         ProgressStyle::with_template("{bar:40} {pos}/{len} logs replayed {elapsed}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    serve::serve(cfg, stop, &Terminal { bar })?;
+    let served = serve::serve(cfg, stop, &Terminal { bar })?;
     eprintln!("loopctl serve: stopped");
-    Ok(exit::OK)
+    let strict = ctx.strict && served.findings > 0;
+    if strict {
+        output::error(&format!(
+            "{} finding(s) in the logs (--strict)",
+            served.findings
+        ));
+    }
+    Ok(loopctl_core::exit_codes::of_reading(false, false, strict))
 }

@@ -1,0 +1,114 @@
+//! A `loopctl serve` child for the end-to-end tests: started on a free loopback port, its
+//! stderr collected, asked over real HTTP.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::cargo_bin;
+
+/// A `loopctl serve` child; killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+    pub stderr: Receiver<String>,
+}
+
+impl Server {
+    pub fn start(args: &[&Path], extra: &[&str]) -> Server {
+        Server::start_on("127.0.0.1:0", args, extra)
+    }
+
+    /// `start`, listening on `listen`.
+    pub fn start_on(listen: &str, args: &[&Path], extra: &[&str]) -> Server {
+        let mut child = Command::new(cargo_bin("loopctl"))
+            .env("NO_COLOR", "1")
+            .arg("serve")
+            .args(["--listen", listen, "--poll", "50ms", "--rescan", "100ms"])
+            .args(extra)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut addr = String::new();
+        while addr.is_empty() {
+            let line = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("serve printed its address");
+            if let Some(rest) = line.split("http://").nth(1) {
+                addr = rest.split_whitespace().next().unwrap_or("").to_string();
+            }
+        }
+        let s = Server {
+            child,
+            addr,
+            stderr: rx,
+        };
+        s.wait_until(|s| s.get("/healthz").0 == 200, "the first replay");
+        s
+    }
+
+    pub fn request(&self, raw: &[u8]) -> (u16, String, String) {
+        let mut c = TcpStream::connect(&self.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        c.write_all(raw).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let code = head
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (code, head.to_string(), body.to_string())
+    }
+
+    pub fn get(&self, path: &str) -> (u16, String) {
+        let (code, _, body) =
+            self.request(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        (code, body)
+    }
+
+    pub fn metrics(&self) -> String {
+        let (code, body) = self.get("/metrics");
+        assert_eq!(code, 200, "{body}");
+        body
+    }
+
+    /// Polls until `ok` (the follower works on its own clock), failing after a generous wait.
+    pub fn wait_until(&self, ok: impl Fn(&Server) -> bool, what: &str) {
+        let start = Instant::now();
+        while !ok(self) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn notices(&self) -> Vec<String> {
+        self.stderr.try_iter().collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
