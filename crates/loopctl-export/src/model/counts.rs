@@ -16,6 +16,8 @@ use super::{Delta, Metric, Val};
 pub(super) struct EventCounts(Vec<(Dialect, &'static str, i64)>);
 
 impl EventCounts {
+    /// Once per event: inlined into the model's `apply`.
+    #[inline(always)]
     pub(super) fn count(&mut self, ev: &Event<'_>) {
         let i = ev.kind as usize * 3 + ev.dialect as usize;
         if i >= self.0.len() {
