@@ -311,3 +311,18 @@ fn the_bytes_read_are_the_logs_sizes() {
     assert!(c.files > 10);
     assert_eq!(c.bytes, sizes);
 }
+
+#[test]
+fn the_events_table_leaves_out_repeated_seqs_as_replay_and_history_do() {
+    // seq-problems repeats seq 5 of its run: replay does not apply it, history does not show it.
+    let t = Tables::of(&read(&[repo().join("fixtures/seq-problems")])).unwrap();
+    let applied: u64 = u64s(&t.runs, "events").iter().flatten().sum();
+    assert_eq!(applied, 9);
+    assert_eq!(t.events.height() as u64, applied);
+    let seqs = u64s(&t.events, "seq");
+    assert_eq!(
+        seqs.iter().filter(|s| **s == Some(5)).count(),
+        1,
+        "{seqs:?}"
+    );
+}
