@@ -98,6 +98,48 @@ fn repeated_seq() -> (tempfile::TempDir, PathBuf, Vec<String>, String) {
     (tmp, dir, lines, dup)
 }
 
+/// `tail -n N` from the end prints the last N events `history` prints and says their findings
+/// as history says them (with line numbers): a repeated seq is not counted, a reorder is
+/// judged against the run's seqs from the start of the log.
+#[test]
+fn tail_n_prints_the_last_n_events_of_history_with_its_findings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = |seq: u64| {
+        format!(
+            r#"{{"v":1,"seq":{seq},"ts":"2026-03-01T09:00:{seq:02}.000Z","run_id":"h-20260301-090000","event":"note"}}"#
+        )
+    };
+    let logs = [
+        vec![ev(1), ev(2), ev(3), ev(3)],
+        vec![ev(1), ev(2), ev(3), ev(10), ev(4), ev(5), ev(5), ev(1)],
+    ];
+    for (i, lines) in logs.iter().enumerate() {
+        let log = tmp.path().join(format!("{i}.jsonl"));
+        std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+        let (_, history, history_err) = run(&["history", s(&log), "--json"]);
+        let history: Vec<&str> = history.lines().collect();
+        for n in 0..=history.len() + 1 {
+            let (code, out, err) = run(&[
+                "tail",
+                s(&log),
+                "--no-follow",
+                "--json",
+                "-n",
+                &n.to_string(),
+            ]);
+            assert_eq!(code, 0, "{err}");
+            let want = &history[history.len().saturating_sub(n)..];
+            assert_eq!(out.lines().collect::<Vec<_>>(), want, "{i}: -n {n}");
+            for finding in err.lines() {
+                assert!(
+                    history_err.contains(finding),
+                    "{i}: -n {n}: {finding}\n{history_err}"
+                );
+            }
+        }
+    }
+}
+
 /// The seqs of NDJSON events.
 fn seqs(ndjson: &str) -> Vec<u64> {
     ndjson
@@ -132,7 +174,7 @@ fn tail_reports_a_repeated_seq_and_a_torn_tail_and_skips_the_repeat() {
         let strict: Vec<&str> = ["--strict"].into_iter().chain(args.clone()).collect();
         assert_eq!(run(&strict).0, 1, "{strict:?}");
     }
-    // Mid-file, in a format that does not read the part before the window.
+    // Mid-file: the part before the window is read for the seqs, not reported.
     let (code, _, err) = run(&[
         "--strict",
         "tail",
