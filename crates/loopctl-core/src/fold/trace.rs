@@ -355,8 +355,9 @@ impl Trace {
             self.set_phase(p);
         }
         let f = &ev.facts;
-        self.tokens.input += f.tokens_in.unwrap_or(0);
-        self.tokens.output += f.tokens_out.unwrap_or(0);
+        // Saturating, as replay's totals.
+        self.tokens.input = self.tokens.input.saturating_add(f.tokens_in.unwrap_or(0));
+        self.tokens.output = self.tokens.output.saturating_add(f.tokens_out.unwrap_or(0));
 
         // Most events need nothing from their payload here (the facts have what they do):
         // decoding it is most of the cost of a trace.
