@@ -701,6 +701,66 @@ fn an_error_names_the_log_once() {
     }
 }
 
+/// A log that is a dangling symbolic link or a link loop is a log that cannot be read, as one
+/// at mode 000: `list` shows it `unreadable` with why (exit 1 under --strict), the commands
+/// reading it say what the path is, once, instead of "no history.jsonl" or "no such file".
+#[cfg(unix)]
+#[test]
+fn a_log_that_is_a_broken_symlink_is_unreadable_not_missing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    for d in ["good", "loop", "dangling"] {
+        std::fs::create_dir(root.join(d)).unwrap();
+    }
+    std::fs::copy(
+        fixture("native-clean/history.jsonl"),
+        root.join("good/history.jsonl"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("history.jsonl", root.join("loop/history.jsonl")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/file", root.join("dangling/history.jsonl")).unwrap();
+    let r = root.to_str().unwrap();
+    let out = run(&["--strict", "list", r, "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let status = |dir: &str| {
+        let row = rows
+            .iter()
+            .find(|r| r["dir"].as_str().unwrap().ends_with(dir))
+            .unwrap_or_else(|| panic!("no row for {dir}: {rows:?}"));
+        (row["status"].clone(), row["error"].to_string())
+    };
+    assert_eq!(status("good").0, "completed");
+    let (s, e) = status("loop");
+    assert_eq!(
+        (s.as_str(), e.contains("a symbolic link loop")),
+        (Some("unreadable"), true),
+        "{e}"
+    );
+    let (s, e) = status("dangling");
+    assert_eq!(
+        (s.as_str(), e.contains("a dangling symbolic link")),
+        (Some("unreadable"), true),
+        "{e}"
+    );
+    let folder = root.join("loop");
+    let log = folder.join("history.jsonl");
+    for args in [
+        vec!["status", folder.to_str().unwrap()],
+        vec!["check", log.to_str().unwrap()],
+        vec!["export", "prometheus", r],
+    ] {
+        let out = run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err.matches("a symbolic link loop").count(),
+            1,
+            "{args:?}: {err}"
+        );
+    }
+}
+
 /// Every command's help ends with examples (`--help` teaches), but the generators'.
 #[test]
 fn every_command_s_help_has_examples() {

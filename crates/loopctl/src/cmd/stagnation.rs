@@ -9,7 +9,7 @@ use clap::Args as ClapArgs;
 use loopctl_core::analysis::stagnation::{Config, Reset, Verdict, assess};
 use loopctl_core::fold::trace::{Trace, Traces};
 use loopctl_core::{Outcome, Replay, RunState};
-use loopctl_store::discover::{LOG_NAME, RunRef, list_runs};
+use loopctl_store::discover::{self, RunRef, list_runs};
 use loopctl_store::fold::{fold_file, fold_runs};
 use owo_colors::OwoColorize;
 use serde_json::json;
@@ -176,7 +176,7 @@ pub fn load_with(ctx: &Ctx, run: RunRef, traces: Traces) -> anyhow::Result<Loade
 fn runs_of(ctx: &Ctx, spec: Option<&str>) -> anyhow::Result<Result<Vec<RunRef>, PathBuf>> {
     if let Some(dir) = spec.map(Path::new)
         && dir.is_dir()
-        && !dir.join(LOG_NAME).is_file()
+        && discover::folder_log(dir).is_none()
     {
         let runs =
             list_runs(dir).with_context(|| format!("listing runs under {}", dir.display()))?;

@@ -15,7 +15,7 @@ use loopctl_core::fold::live_runs::LiveRuns;
 use loopctl_core::fold::replay::{Finding, FindingKind, SeqState};
 use loopctl_core::fold::{Damage, Line, Projection, feed};
 use loopctl_follow::{Follower, Item, Start};
-use loopctl_store::discover::{self, LOG_NAME};
+use loopctl_store::discover;
 use loopctl_store::fold::fold_prefix;
 
 use super::Ctx;
@@ -435,7 +435,7 @@ fn targets(ctx: &Ctx, specs: &[String]) -> anyhow::Result<(Vec<Target>, Vec<Path
     }
     for spec in specs {
         let p = Path::new(spec);
-        if p.is_dir() && !p.join(LOG_NAME).is_file() {
+        if p.is_dir() && discover::folder_log(p).is_none() {
             for r in discover::list_runs(p).unwrap_or_default() {
                 files.push((r.log, r.name, None));
             }
