@@ -75,7 +75,7 @@ pub struct StopSummary {
     pub started_at: Option<Ts>,
     #[serde(rename = "updated_at")]
     pub last_event_at: Option<Ts>,
-    /// First to last event.
+    /// First to last event (file order); none when the last is stamped before the first.
     pub wall_ms: Option<u64>,
     pub events: u64,
 }
@@ -311,11 +311,14 @@ impl Report {
                 .last_error
                 .clone()
                 .filter(|_| state.status == Status::Failed),
-            started_at: trace.first_ts.or(state.created_at),
-            last_event_at: trace.last_ts.or(state.updated_at),
+            // run.json's: first and last event in file order (the trace's `last_ts` is the
+            // latest stamp, another thing when the clock went backwards).
+            started_at: state.created_at.or(trace.first_ts),
+            last_event_at: state.updated_at.or(trace.last_ts),
+            // None, not 0, when the clock went backwards.
             wall_ms: gap(
-                trace.first_ts.or(state.created_at),
-                trace.last_ts.or(state.updated_at),
+                state.created_at.or(trace.first_ts),
+                state.updated_at.or(trace.last_ts),
             ),
             events: state.events,
         };
