@@ -28,7 +28,7 @@ const LINES: &[&str] = &[
     r#"{"ts":"x","run_id":"b","seq":1,"iteration":1,"phase":"A","step":"S","event":"e","status":"ok","payload":{}}}"#,
     r#"{"ts":"2026-02-18T12:01:06.364Z","run_id":"r","seq":5,"event":"critique_done","payload":{"notes":"Missing validation on \"title\" field\nsee rule r4 \u00e9","usage":{"input_tokens":5,"output_tokens":7,"usage":{"score":1}}}}"#,
     r#" { "event" : "stopped" , "run_id" : 1 , "run_id" : "b\u00e9" , "session_id":"s", "payload" : null , "seq": -0, "iteration": 3.0 } "#,
-    r#"{"event":"stopped","payload":{"reason":"user_stop - x","failed":[1,"a",null,["b"]],"warnings":"no","fail_count":1e2,"to":18446744073709551616,"tokens_in":-1,"score":1e400,"passed":"yes","threshold":true}}"#,
+    r#"{"event":"stopped","payload":{"reason":"user_stop - x","failed":[1,"a",null,["b"]],"warnings":"no","fail_count":1e2,"to":18446744073709551616,"tokens_in":-1,"score":1e300,"passed":"yes","threshold":true}}"#,
     r#"{"event":"x","session_id":"ses","ts":1715000000000,"status":["a"],"phase":{"a":[]}}"#,
     r#"{"event":"avenor.phase.end","run_id":"a"}"#,
     r#"{"v":"1","event":"a.b","ts":"bad"}"#,
@@ -466,5 +466,35 @@ fn rule_ids_borrow_from_the_line_until_owned() {
             .iter()
             .flatten()
             .all(|s| matches!(s, Cow::Owned(_)))
+    );
+}
+
+/// A number beyond f64 (`1e400`) makes the line damaged, as serde_json refuses it, in both
+/// parsers: a score is never infinite (replay printed null, status `inf`), and every reader
+/// reports the line.
+#[test]
+fn a_number_beyond_f64_is_a_damaged_line_wherever_it_is() {
+    let lines = [
+        r#"{"event":"evaluation_done","payload":{"score":1e400}}"#,
+        r#"{"event":"evaluation_done","payload":{"score":-1E+400,"passed":true}}"#,
+        r#"{"event":"evaluation_done","payload":{"threshold":1e999}}"#,
+        r#"{"event":"note","payload":{"x":[1,{"y":2e308}]}}"#,
+        r#"{"event":"note","iteration":1e400}"#,
+    ];
+    for line in lines {
+        assert!(
+            serde_json::from_str::<serde_json::Value>(line).is_err(),
+            "{line}"
+        );
+        let e = crate::decode::parse_line(line).expect_err(line);
+        assert!(e.to_string().contains("number out of range"), "{line}: {e}");
+        assert!(parse_line_fast(line).is_none(), "{line}");
+        assert!(agrees(line), "{line}");
+    }
+    // Large but finite numbers stay numbers.
+    let ok = r#"{"event":"evaluation_done","payload":{"score":1e300,"to":1e308}}"#;
+    assert_eq!(
+        crate::decode::parse_line(ok).unwrap().facts.score,
+        Some(1e300)
     );
 }
