@@ -345,3 +345,68 @@ fn a_missing_default_root_holds_no_run_for_every_command() {
     }
     assert!(!tmp.path().join(".loopctl").exists());
 }
+
+/// A newline, a carriage return or a terminal escape in a run id, a phase, a step, a rule or a
+/// stop reason is shown escaped in human output (`\n`, `\u001b`), so each row stays one line;
+/// `--json` keeps the text exact.
+#[test]
+fn control_characters_in_names_are_escaped_in_human_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (run_id, shown) = ("evil\nrun\u{1b}[31mX", r"evil\nrun\u001b[31mX");
+    let id = serde_json::to_string(run_id).unwrap();
+    let log = [
+        r#"{"v":1,"seq":1,"ts":"2026-03-01T09:00:01.000Z","run_id":ID,"event":"run_started","payload":{"max_iterations":3}}"#,
+        r#"{"v":1,"seq":2,"ts":"2026-03-01T09:00:02.000Z","run_id":ID,"event":"phase_started","iteration":1,"phase":"ph\nase","step":"st\rep"}"#,
+        r#"{"v":1,"seq":3,"ts":"2026-03-01T09:00:03.000Z","run_id":ID,"event":"evaluation_done","iteration":1,"phase":"ph\nase","step":"st\rep","payload":{"score":0.5,"passed":false,"failed":["r\n1"]}}"#,
+        r#"{"v":1,"seq":4,"ts":"2026-03-01T09:00:04.000Z","run_id":ID,"event":"custom\nevent","iteration":1}"#,
+        r#"{"v":1,"seq":5,"ts":"2026-03-01T09:00:05.000Z","run_id":ID,"event":"stopped","payload":{"reason":"user\nstop"}}"#,
+        r#"{"v":1,"seq":1,"ts":"2026-03-01T09:00:01.000Z","run_id":"other","event":"run_started"}"#,
+    ]
+    .map(|l| l.replace("ID", &id) + "\n")
+    .concat();
+    let dir = tmp.path().join("r");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("history.jsonl"), log).unwrap();
+    let one = ["--run-id", run_id];
+    let mut commands: Vec<Vec<&str>> = vec![
+        vec!["list", s(&dir)],
+        [vec!["status", s(&dir)], one.to_vec()].concat(),
+        vec!["replay", s(&dir)],
+        vec!["history", s(&dir)],
+        vec!["tail", s(&dir), "--no-follow"],
+        [vec!["postmortem", s(&dir)], one.to_vec()].concat(),
+        [
+            vec!["postmortem", s(&dir), "--format", "markdown"],
+            one.to_vec(),
+        ]
+        .concat(),
+        vec!["stagnation", s(&dir)],
+        vec!["check", s(&dir)],
+    ];
+    if cfg!(feature = "analytics") {
+        commands.push(vec!["query", "select run_id, phase from phases", s(&dir)]);
+    }
+    for args in commands {
+        let (code, out, err) = run(&args);
+        assert!(code < 2, "{args:?}: {err}");
+        for bad in [
+            "evil\n", "\r", "\u{1b}", "ph\nase", "r\n1", "custom\n", "user\n",
+        ] {
+            assert!(!out.contains(bad), "{args:?} shows {bad:?}:\n{out}");
+            assert!(!err.contains(bad), "{args:?} says {bad:?}:\n{err}");
+        }
+        // Markdown keeps its rule: a line break in a cell is a space.
+        let shown = if args.contains(&"markdown") {
+            r"evil run\u001b[31mX"
+        } else {
+            shown
+        };
+        if args[0] != "check" {
+            assert!(out.contains(shown), "{args:?}:\n{out}");
+        }
+    }
+    // JSON is exact.
+    let (_, out, _) = run(&[["status", s(&dir), "--json"].as_slice(), &one].concat());
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["run_id"], run_id);
+}

@@ -7,7 +7,7 @@ use crate::analysis::liveness::RunCondition;
 use crate::analysis::measures::{duration, score};
 use crate::analysis::postmortem::*;
 use crate::fold::trace::{ErrorRecord, Escalation, Evaluation, Retry, Transition};
-use crate::render::usage_text;
+use crate::render::{usage_text, visible as v, visible};
 
 impl Report {
     /// The report; a long timeline shows its first and last `TIMELINE_EDGE` iterations in text
@@ -68,15 +68,21 @@ impl Report {
         t
     }
 
-    /// Terminal text (no colours: the CLI adds none, so the text is the same everywhere).
+    /// Terminal text (no colours: the CLI adds none, so the text is the same everywhere). Text
+    /// from the log is escaped (`visible`), so a name with a newline stays on its line.
     pub fn to_text(&self) -> String {
         self.text(false)
     }
 
     fn text(&self, full: bool) -> String {
         let mut o = String::new();
-        let _ = writeln!(o, "Postmortem of {} ({})", self.run_id, self.task_alias);
-        let _ = writeln!(o, "  outcome     {}", self.headline());
+        let _ = writeln!(
+            o,
+            "Postmortem of {} ({})",
+            v(&self.run_id),
+            v(&self.task_alias)
+        );
+        let _ = writeln!(o, "  outcome     {}", v(&self.headline()));
         let _ = writeln!(o, "  iterations  {}", self.iterations_text());
         if let Some(w) = self.stop.wall_ms {
             let _ = writeln!(
@@ -108,7 +114,7 @@ impl Report {
                 for p in &r.phases {
                     let line = format!(
                         "    {:<width$}  #{:<2} {:>8}  {:<7}{}",
-                        clip(&p.name, width),
+                        clip(&v(&p.name), width),
                         p.attempt,
                         p.duration_ms.map_or("-".into(), duration),
                         p.outcome,
@@ -119,7 +125,7 @@ impl Report {
                     let _ = writeln!(o, "{}", line.trim_end());
                 }
                 for e in &r.evaluations {
-                    let _ = writeln!(o, "    {:<width$}  {}", "score", score_line(e));
+                    let _ = writeln!(o, "    {:<width$}  {}", "score", v(&score_line(e)));
                 }
             }
         }
@@ -137,7 +143,7 @@ impl Report {
                 let _ = writeln!(
                     o,
                     "  {:<width$}  {:>8}  {:>5.1}%  {}×",
-                    clip(&p.name, width),
+                    clip(&v(&p.name), width),
                     duration(p.total_ms),
                     p.share_pct,
                     p.count
@@ -152,7 +158,7 @@ impl Report {
                 format!(
                     "{}/{} {}",
                     p.iteration,
-                    p.quality_phase,
+                    v(&p.quality_phase),
                     score(p.score.unwrap_or(0.0))
                 )
             });
@@ -165,7 +171,7 @@ impl Report {
         if let Some(d) = &self.distance_to_success {
             let _ = writeln!(o, "\nDistance to success");
             for line in distance_lines(d) {
-                let _ = writeln!(o, "  {line}");
+                let _ = writeln!(o, "  {}", v(&line));
             }
         }
 
@@ -179,7 +185,7 @@ impl Report {
                 self.errors.count
             );
             for r in &self.retries.items {
-                let _ = writeln!(o, "  retry  {}", retry_text(r));
+                let _ = writeln!(o, "  retry  {}", v(&retry_text(r)));
             }
             for e in &self.errors.items {
                 let _ = writeln!(o, "  error  {}", clip(&error_text(e), 160));
@@ -192,7 +198,7 @@ impl Report {
         if !self.escalations.is_empty() || !self.transitions.is_empty() {
             let _ = writeln!(o, "\nDecisions");
             for t in &self.transitions {
-                let _ = writeln!(o, "  transition  {}", transition_text(t));
+                let _ = writeln!(o, "  transition  {}", v(&transition_text(t)));
             }
             for e in &self.escalations {
                 let _ = writeln!(o, "  escalated   {}", clip(&escalation_text(e), 160));
@@ -217,11 +223,16 @@ impl Report {
             } else {
                 "[-]"
             };
-            let _ = writeln!(o, "  {mark} {:<16} {}", f.detector.name(), f.summary);
+            let _ = writeln!(
+                o,
+                "  {mark} {:<16} {}",
+                f.detector.name(),
+                visible(&f.summary)
+            );
             if f.triggered {
                 let ev = evidence(f);
                 if !ev.is_empty() {
-                    let _ = writeln!(o, "      {:<16} {ev}", "");
+                    let _ = writeln!(o, "      {:<16} {}", "", visible(&ev));
                 }
             }
         }
@@ -626,11 +637,14 @@ fn escalation_text(e: &Escalation) -> String {
 }
 
 /// At most `n` characters, with `…` when cut; newlines become spaces.
+/// `s` on one line (a line break as a space, other control characters escaped), at most `n`
+/// characters.
 pub(crate) fn clip(s: &str, n: usize) -> String {
     let one: String = s
         .chars()
         .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
         .collect();
+    let one = v(&one).into_owned();
     if one.chars().count() <= n {
         return one;
     }
@@ -639,11 +653,13 @@ pub(crate) fn clip(s: &str, n: usize) -> String {
     t
 }
 
-/// Safe inside a Markdown table cell.
+/// Safe inside a Markdown table cell (other control characters escaped).
 pub(crate) fn md(s: &str) -> String {
-    s.replace('\\', "\\\\")
+    let s = s
+        .replace('\\', "\\\\")
         .replace('|', "\\|")
-        .replace(['\n', '\r'], " ")
+        .replace(['\n', '\r'], " ");
+    v(&s).into_owned()
 }
 
 /// "1 event", "30 events".

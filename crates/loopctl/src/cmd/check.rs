@@ -99,7 +99,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         text += &format!(
             "  events: {}\n",
             by.iter()
-                .map(|(e, n)| format!("{e} {n}"))
+                .map(|(e, n)| format!("{} {n}", loopctl_core::render::visible(e)))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -141,7 +141,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             .map_or("run.json".into(), |n| n.to_string_lossy());
         text += &format!("  {file}: {rj}\n");
         for d in &rebuilt.differences {
-            text += &format!("    {d}\n");
+            text += &format!("    {}\n", loopctl_core::render::visible(d));
         }
         let mut verdict = Vec::new();
         if no_event {

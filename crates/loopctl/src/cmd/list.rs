@@ -271,21 +271,21 @@ fn print_rows(rows: &[Row], root: &Path, json: bool, threads: usize) -> anyhow::
         } else {
             format!("{} ({})", r.status, r.stop.reason)
         };
-        t.add_row(vec![
+        t.add_row(output::row([
             r.name.to_string(),
             status,
             iter,
             r.last_score.map(output::score).unwrap_or_default(),
             r.updated_at.map(|t| t.to_string()).unwrap_or_default(),
-        ]);
+        ]));
     }
     output::print(&format!("{t}\n"));
     const NOTED: usize = 5;
     let interrupted: Vec<&Row> = rows.iter().filter(|r| r.resume.is_some()).collect();
     for r in interrupted.iter().take(NOTED) {
-        let name = r.name;
+        let name = loopctl_core::render::visible(r.name);
         output::note(&interrupted_note(
-            name,
+            &name,
             r.idle_ms,
             r.resume.unwrap_or_default(),
         ));

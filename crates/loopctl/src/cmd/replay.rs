@@ -55,7 +55,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             "UPDATED",
         ]);
         for s in runs.values() {
-            t.add_row(vec![
+            t.add_row(output::row([
                 s.run_id.clone(),
                 s.status.as_str().into(),
                 s.iteration.to_string(),
@@ -63,7 +63,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 s.score().map(output::score).unwrap_or_default(),
                 s.events.to_string(),
                 s.updated_at.map(|t| t.to_string()).unwrap_or_default(),
-            ]);
+            ]));
         }
         output::print(&format!("{t}\n"));
         output::note(&format!(

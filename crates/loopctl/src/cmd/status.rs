@@ -100,7 +100,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         } else {
             format!("{condition} ({})", s.stop.reason)
         };
-        t.add_row(vec![
+        t.add_row(output::row([
             s.run_id.clone(),
             status,
             iter,
@@ -108,10 +108,11 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             s.current_step.clone().unwrap_or_default(),
             s.score().map(output::score).unwrap_or_default(),
             s.updated_at.map(|t| t.to_string()).unwrap_or_default(),
-        ]);
+        ]));
         output::print(&format!("{t}\n"));
         if let Some(resume) = &resume {
-            output::note(&interrupted_note(&s.run_id, standing.idle_ms, resume));
+            let run = loopctl_core::render::visible(&s.run_id);
+            output::note(&interrupted_note(&run, standing.idle_ms, resume));
         }
         if stale_current {
             output::note(&format!(

@@ -14,6 +14,7 @@ use loopctl_core::decode::lines::Pos;
 use loopctl_core::fold::live_runs::LiveRuns;
 use loopctl_core::fold::replay::{Finding, FindingKind, SeqState};
 use loopctl_core::fold::{Damage, Line, Projection, feed};
+use loopctl_core::render::visible;
 use loopctl_follow::{Follower, Item, Start};
 use loopctl_store::discover;
 use loopctl_store::fold::fold_prefix;
@@ -523,7 +524,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 text,
             } => tail.event(source, Pos { line, offset }, &text, true),
             Item::Notice { source, text } => {
-                output::note(&format!("{}: {text}", tail.logs[source].name))
+                output::note(&format!("{}: {text}", visible(&tail.logs[source].name)))
             }
             Item::Gone { .. } => {}
         });
@@ -585,7 +586,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             for root in &roots {
                 for r in discover::list_runs(root).unwrap_or_default() {
                     if known.insert(r.log.clone()) {
-                        output::note(&format!("new run {}", r.name));
+                        output::note(&format!("new run {}", visible(&r.name)));
                         let log = Log {
                             name: r.name.clone(),
                             path: r.log.clone(),
