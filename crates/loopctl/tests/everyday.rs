@@ -675,6 +675,68 @@ fn a_log_with_no_event_gets_the_same_answer_from_every_read_command() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
 }
 
+/// A log with no event still gets JSON from every `--json` command (exit 1 and the note as
+/// above): a document command prints its document (a `list` row and `status` say `empty`,
+/// `recover` wrote nothing), a stream prints no line.
+#[test]
+fn every_json_command_prints_json_for_a_log_with_no_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, content, findings) in [
+        ("empty", "", 0),
+        ("blank", "\n\n  \n", 0),
+        ("damaged", "not json\n{\"no_event\":1}\n", 2),
+    ] {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        let log = dir.join("history.jsonl");
+        std::fs::write(&log, content).unwrap();
+        let (d, l) = (dir.to_str().unwrap(), log.to_str().unwrap());
+        let document = |args: &[&str]| -> Value {
+            let out = run(args);
+            assert_eq!(out.status.code(), Some(1), "{name}: {args:?}");
+            serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("{name}: {args:?}: {e}: {:?}", text(&out.stdout)))
+        };
+        for target in [d, l] {
+            let rows = document(&["list", target, "--json"]);
+            assert_eq!(rows.as_array().map(Vec::len), Some(1), "{name}: {rows}");
+            let row = &rows[0];
+            assert_eq!(
+                (&row["run_id"], &row["status"], &row["events"]),
+                (&Value::from(name), &Value::from("empty"), &Value::from(0)),
+                "{name}: {row}"
+            );
+            assert_eq!(row["finding_count"], findings, "{name}: {row}");
+            let table = text(&run(&["list", target]).stdout);
+            assert!(table.contains("empty (no event)"), "{name}: {table}");
+        }
+        let status = document(&["status", d, "--json"]);
+        assert_eq!(
+            (&status["status"], &status["events"]),
+            (&"empty".into(), &0.into())
+        );
+        let pm = document(&["postmortem", d, "--json"]);
+        assert_eq!(pm["stop"]["status"], "empty", "{name}: {pm}");
+        let pm = document(&["postmortem", d, "--format", "json"]);
+        assert_eq!(pm["run_id"], name, "{name}: {pm}");
+        let rec = document(&["recover", d, "--json"]);
+        assert_eq!(
+            (&rec["written"], &rec["state"]),
+            (&false.into(), &Value::Null)
+        );
+        for args in [&["check", d, "--json"][..], &["stagnation", d, "--json"]] {
+            document(args);
+        }
+        // Streams: one object a line, so none.
+        for args in [&["replay", d, "--json"][..], &["history", d, "--json"]] {
+            let out = run(args);
+            assert_eq!(out.status.code(), Some(1), "{name}: {args:?}");
+            assert_eq!(text(&out.stdout), "", "{name}: {args:?}");
+        }
+        assert!(!dir.join("run.json").exists(), "{name}: recover wrote");
+    }
+}
+
 #[test]
 fn an_error_names_the_log_once() {
     let log = "../../fixtures/merged-runs/history.jsonl";

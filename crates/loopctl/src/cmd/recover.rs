@@ -1,5 +1,8 @@
+use std::path::Path;
+
 use clap::Args as ClapArgs;
-use loopctl_store::snapshot::{Prior, keep_aside, write_atomic};
+use loopctl_store::discover::RunRef;
+use loopctl_store::snapshot::{Prior, Rebuilt, keep_aside, write_atomic};
 use serde_json::json;
 
 use super::Ctx;
@@ -45,13 +48,17 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             run.log.display()
         );
     }
-    let Some(text) = rebuilt.run_json() else {
-        return Ok(super::no_event(&run.log));
-    };
     let target = rebuilt
         .state_path
         .clone()
         .unwrap_or_else(|| run.log.with_extension("run.json"));
+    let Some(text) = rebuilt.run_json() else {
+        if a.json {
+            // Nothing to write: the report says so (docs/json.md).
+            output::json_pretty(&report(&run, &target, false, None, &rebuilt));
+        }
+        return Ok(super::no_event(&run.log));
+    };
     let old = std::fs::read(&target).ok();
     let unchanged = old.as_deref() == Some(text.as_bytes());
     let mut kept = None;
@@ -65,19 +72,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     }
     let state = rebuilt.state.as_ref();
     if a.json {
-        output::json_pretty(&json!({
-            "log_path": run.log,
-            "run_json_path": target,
-            "written": !a.dry_run && !unchanged,
-            "kept_aside_path": kept,
-            "prior": rebuilt.prior,
-            "prior_detail": rebuilt.prior_detail,
-            "differences": rebuilt.differences,
-            "provenance": rebuilt.provenance,
-            "repairs": rebuilt.repairs,
-            "findings": rebuilt.outcome.findings,
-            "state": state,
-        }));
+        let written = !a.dry_run && !unchanged;
+        output::json_pretty(&report(&run, &target, written, kept.as_deref(), &rebuilt));
     } else if let Some(s) = state {
         let verb = if a.dry_run {
             "would write"
@@ -121,4 +117,27 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         code = exit::FINDINGS;
     }
     Ok(code)
+}
+
+/// `recover --json`: what was written where, and the state (`null` for a log with no event).
+fn report(
+    run: &RunRef,
+    target: &Path,
+    written: bool,
+    kept: Option<&Path>,
+    rebuilt: &Rebuilt,
+) -> serde_json::Value {
+    json!({
+        "log_path": run.log,
+        "run_json_path": target,
+        "written": written,
+        "kept_aside_path": kept,
+        "prior": rebuilt.prior,
+        "prior_detail": rebuilt.prior_detail,
+        "differences": rebuilt.differences,
+        "provenance": rebuilt.provenance,
+        "repairs": rebuilt.repairs,
+        "findings": rebuilt.outcome.findings,
+        "state": rebuilt.state.as_ref(),
+    })
 }

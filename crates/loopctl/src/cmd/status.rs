@@ -57,6 +57,29 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let rebuilt = ctx.rebuild(&run, true)?;
     let code = ctx.report_findings(&run, &rebuilt);
     let Some(s) = rebuilt.state.as_ref() else {
+        if a.json {
+            // list's empty row (docs/json.md): JSON whatever the log holds.
+            let empty = loopctl_core::RunState::new(&run.name);
+            let standing = ctx.standing(
+                &run,
+                &empty,
+                loopctl_store::clock::now(),
+                &Default::default(),
+            );
+            output::json_pretty(&StatusJson {
+                row: RunRow::of(
+                    &run.name,
+                    &empty,
+                    rebuilt.outcome.findings.len(),
+                    (&run.log, run.dir.as_deref()),
+                    None,
+                    (standing.0, None),
+                ),
+                current_step: None,
+                exit_reason: None,
+                current_json_stale: false,
+            });
+        }
         return Ok(super::no_event(&run.log));
     };
     ctx.note_one_of(&run, rebuilt.outcome.runs.len(), &s.run_id);
