@@ -155,12 +155,11 @@ impl Report {
         if !sc.points.is_empty() {
             let _ = writeln!(o, "\nScores  {}", score_spark(sc, full));
             let line = score_items(&sc.points, full, |p| {
-                format!(
-                    "{}/{} {}",
-                    p.iteration,
-                    v(&p.quality_phase),
-                    score(p.score.unwrap_or(0.0))
-                )
+                let phase = match &*p.quality_phase {
+                    "" => String::new(),
+                    q => format!("/{}", v(q)),
+                };
+                format!("{}{phase} {}", p.iteration, score(p.score.unwrap_or(0.0)))
             });
             let _ = writeln!(o, "  {}", line.join("  →  "));
             if let Some(b) = sc.best {
@@ -327,8 +326,8 @@ impl Report {
                 for e in &r.evaluations {
                     let _ = writeln!(
                         o,
-                        "| {it} | *evaluation ({})* | | | {} | score {}{} |",
-                        md(&e.quality_phase),
+                        "| {it} | *evaluation{}* | | | {} | score {}{} |",
+                        md(&in_phase(&e.quality_phase)),
                         pass_word(e.passed),
                         score(e.score.unwrap_or(0.0)),
                         if e.failed_rules().is_empty() {
@@ -520,8 +519,10 @@ fn elided_line(n: usize) -> String {
 fn distance_lines(d: &Distance) -> Vec<String> {
     let mut v = vec![
         format!(
-            "phase {} threshold {} ({}), final score {} at iteration {}",
-            d.phase,
+            "{}threshold {} ({}), final score {} at iteration {}",
+            d.phase
+                .as_ref()
+                .map_or(String::new(), |p| format!("phase {p} ")),
             score(d.threshold),
             if d.threshold_source == "default" {
                 "aif-loop default"
@@ -551,6 +552,14 @@ fn distance_lines(d: &Distance) -> Vec<String> {
     v
 }
 
+/// ` (A)` after an evaluation, nothing for a run without phases.
+fn in_phase(quality_phase: &str) -> String {
+    match quality_phase {
+        "" => String::new(),
+        p => format!(" ({p})"),
+    }
+}
+
 fn pass_word(p: Option<bool>) -> &'static str {
     match p {
         Some(true) => "pass",
@@ -561,9 +570,9 @@ fn pass_word(p: Option<bool>) -> &'static str {
 
 fn score_line(e: &Evaluation) -> String {
     let mut t = format!(
-        "{} ({}) {}",
+        "{}{} {}",
         score(e.score.unwrap_or(0.0)),
-        e.quality_phase,
+        in_phase(&e.quality_phase),
         pass_word(e.passed)
     );
     if !e.failed_rules().is_empty() {
