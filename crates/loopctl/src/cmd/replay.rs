@@ -11,7 +11,7 @@ use crate::output;
 /// summary table, and --run-id picks one.
 #[derive(ClapArgs)]
 #[command(
-    after_help = "Examples:\n  loopctl replay                            # the newest run under the root, as run.json\n  loopctl replay checkout-api --json         # a run by alias or id\n  loopctl replay runs/merged.jsonl --run-id r-20261120-093000"
+    after_help = "Examples:\n  loopctl replay                            # the newest run under the root, as run.json\n  loopctl --root examples replay checkout-api --json  # a run by alias or id (examples/damaged-run)\n  loopctl replay runs/merged.jsonl --run-id r-20261120-093000"
 )]
 pub struct Args {
     #[command(flatten)]

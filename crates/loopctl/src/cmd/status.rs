@@ -15,7 +15,7 @@ use crate::output;
 /// completed, stopped or failed; docs/runner.md, "Run states", says what each means.
 #[derive(ClapArgs)]
 #[command(
-    after_help = "Examples:\n  loopctl status                            # the newest run under the root\n  loopctl status checkout-api --json         # a run by alias or id"
+    after_help = "Examples:\n  loopctl status                            # the newest run under the root\n  loopctl --root examples status checkout-api --json  # a run by alias or id (examples/damaged-run)"
 )]
 pub struct Args {
     #[command(flatten)]
