@@ -6,7 +6,10 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
         let ours = loopctl_core::decode::json_scanner::validate(text).is_ok();
-        let theirs = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
+        // serde_json's grammar, and its refusal of a number beyond f64 (a typed read makes it).
+        let out_of_range = serde_json::from_str::<serde_json::Value>(text)
+            .is_err_and(|e| e.to_string().starts_with("number out of range"));
+        let theirs = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() && !out_of_range;
         assert_eq!(ours, theirs, "validator disagrees with serde_json on {text:?}");
         assert_eq!(
             loopctl_core::parse_line(text),

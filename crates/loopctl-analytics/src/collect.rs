@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::analysis::stagnation::{Config, assess};
+use loopctl_core::fold::replay::SeqState;
 use loopctl_core::fold::trace::{Attempt, Trace, Traces};
 use loopctl_core::fold::{Damage, Line, Projection, Split};
 use loopctl_core::{Dialect, Event, Finding, Replay, RunState};
@@ -473,6 +474,9 @@ struct RunExtra {
     /// The run's id, shared by its event rows.
     id: Option<Arc<str>>,
     dialect: Option<Dialect>,
+    /// The run's seqs so far: an event repeating the last one is no row, as replay does not
+    /// apply it (and `history --json` does not show it).
+    seqs: SeqState,
     events: Vec<EventRow>,
 }
 
@@ -497,6 +501,9 @@ impl Projection for Extras {
             None => self.runs.entry(id.to_string()).or_default(),
         };
         x.dialect.get_or_insert(ev.dialect);
+        if x.seqs.step(ev.seq).duplicate {
+            return;
+        }
         if self.events {
             let ts = ev.ts.map(|t| t.millis());
             let run_id = x.id.get_or_insert_with(|| id.into()).clone();

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use loopctl_core::Event;
+use loopctl_core::fold::replay::SeqState;
 use loopctl_core::fold::{Line, Projection, feed_piece};
 use loopctl_store::read::{ReadOptions, for_each_piece};
 use polars::prelude::*;
@@ -112,6 +113,8 @@ struct LogEvents<'a> {
     loops: &'a FxHashMap<&'a str, &'a str>,
     /// The last run seen and its loop: a log's events come in runs of the same run.
     last: Option<(&'a str, &'a str)>,
+    /// Each run's seqs so far: an event repeating the last one is no row (as in replay).
+    seqs: FxHashMap<String, SeqState>,
     /// Bytes of the log read so far (progress).
     read: u64,
     cols: Columns,
@@ -132,6 +135,13 @@ impl Projection for LogEvents<'_> {
                 None => return,
             },
         };
+        let seqs = match self.seqs.get_mut(id) {
+            Some(s) => s,
+            None => self.seqs.entry(id.to_string()).or_default(),
+        };
+        if seqs.step(ev.seq).duplicate {
+            return;
+        }
         self.cols.push(id, loop_name, self.source, line, ev);
     }
 }
@@ -174,6 +184,7 @@ pub fn stream(
             source: &source,
             loops: runs,
             last: None,
+            seqs: FxHashMap::default(),
             read: 0,
             cols,
         };

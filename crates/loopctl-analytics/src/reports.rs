@@ -207,10 +207,10 @@ pub fn report(t: &Tables, name: &str) -> Option<PolarsResult<DataFrame>> {
         "cost" => sorted(
             runs().group_by([col("loop"), col("day")]).agg([
                 len().cast(DataType::UInt64).alias("runs"),
-                known_sum("input_tokens"),
-                known_sum("output_tokens"),
-                known_sum("cache_read_tokens"),
-                known_sum("cache_creation_tokens"),
+                known_token_sum("input_tokens"),
+                known_token_sum("output_tokens"),
+                known_token_sum("cache_read_tokens"),
+                known_token_sum("cache_creation_tokens"),
                 known_sum("cost_usd"),
             ]),
             &["loop", "day"],
@@ -353,8 +353,8 @@ pub fn aggregate(t: &Tables, by: &[String]) -> PolarsResult<DataFrame> {
             col("iterations").mean().alias("iterations_mean"),
             q("duration_ms", 0.5).alias("duration_p50_ms"),
             q("duration_ms", 0.95).alias("duration_p95_ms"),
-            known_sum("input_tokens"),
-            known_sum("output_tokens"),
+            known_token_sum("input_tokens"),
+            known_token_sum("output_tokens"),
             known_sum("cost_usd"),
         ],
         "phases" => vec![
@@ -364,8 +364,8 @@ pub fn aggregate(t: &Tables, by: &[String]) -> PolarsResult<DataFrame> {
             q("duration_ms", 0.5).alias("duration_p50_ms"),
             q("duration_ms", 0.95).alias("duration_p95_ms"),
             col("duration_ms").max().alias("duration_max_ms"),
-            known_sum("input_tokens"),
-            known_sum("output_tokens"),
+            known_token_sum("input_tokens"),
+            known_token_sum("output_tokens"),
             known_sum("cost_usd"),
         ],
         _ => vec![
@@ -379,6 +379,21 @@ pub fn aggregate(t: &Tables, by: &[String]) -> PolarsResult<DataFrame> {
     let lf = with_week(df.lazy(), by).group_by(keys).agg(measures);
     let names: Vec<&str> = by.iter().map(String::as_str).collect();
     sorted(lf, &names, &vec![false; names.len()]).collect()
+}
+
+/// `known_sum` of a count, saturating at u64::MAX as replay's totals do (polars' sum wraps).
+fn known_token_sum(name: &str) -> Expr {
+    let max = u64::MAX;
+    let over = col(name)
+        .cast(DataType::Float64)
+        .sum()
+        .gt_eq(lit(max as f64));
+    when(col(name).count().eq(lit(0u32)))
+        .then(lit(Null {}).cast(DataType::UInt64))
+        .when(over)
+        .then(lit(max))
+        .otherwise(col(name).sum())
+        .alias(name)
 }
 
 /// The sum of `name`, null (not 0) where no row of the group knows it: logs without usage

@@ -99,6 +99,9 @@ fn assert_streamed_equals_table(paths: &[PathBuf]) {
     let want = Tables::of(&read(paths, true)).unwrap().events;
     assert!(want.height() > 0);
     let first = read(paths, false);
+    // One row per event replay applies: a repeated seq is none.
+    let applied: u64 = first.runs.iter().map(|r| r.events).sum();
+    assert_eq!(want.height() as u64, applied);
     for batch_rows in [1, 7, 64 * 1024] {
         let got = events_streamed(&first, &options(2, batch_rows)).unwrap();
         assert!(

@@ -311,3 +311,47 @@ fn the_bytes_read_are_the_logs_sizes() {
     assert!(c.files > 10);
     assert_eq!(c.bytes, sizes);
 }
+
+#[test]
+fn the_events_table_leaves_out_repeated_seqs_as_replay_and_history_do() {
+    // seq-problems repeats seq 5 of its run: replay does not apply it, history does not show it.
+    let t = Tables::of(&read(&[repo().join("fixtures/seq-problems")])).unwrap();
+    let applied: u64 = u64s(&t.runs, "events").iter().flatten().sum();
+    assert_eq!(applied, 9);
+    assert_eq!(t.events.height() as u64, applied);
+    let seqs = u64s(&t.events, "seq");
+    assert_eq!(
+        seqs.iter().filter(|s| **s == Some(5)).count(),
+        1,
+        "{seqs:?}"
+    );
+}
+
+#[test]
+fn token_totals_saturate_in_the_runs_and_the_cost_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let usage = |run: &str, seq: u64, n: &str| {
+        format!(
+            r#"{{"v":1,"seq":{seq},"ts":"2026-03-01T09:00:0{seq}.000Z","run_id":"{run}","event":"usage","payload":{{"input_tokens":{n}}}}}"#
+        )
+    };
+    // A run over u64::MAX by itself (loop a), and two runs of loop b over it together.
+    let log = tmp.path().join("tokens.jsonl");
+    let lines = [
+        usage("a-20260301-090000", 1, "10000000000000000000"),
+        usage("a-20260301-090000", 2, "9000000000000000000"),
+        usage("b-20260301-090000", 1, "10000000000000000000"),
+        usage("b-20260301-100000", 1, "10000000000000000000"),
+    ];
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let t = Tables::of(&read(&[log])).unwrap();
+    let runs = u64s(&t.runs, "input_tokens");
+    assert_eq!(
+        runs.iter().filter(|n| **n == Some(u64::MAX)).count(),
+        1,
+        "{runs:?}"
+    );
+    let cost = loopctl_analytics::report(&t, "cost").unwrap().unwrap();
+    let totals = u64s(&cost, "input_tokens");
+    assert_eq!(totals, [Some(u64::MAX), Some(u64::MAX)], "{cost:?}");
+}

@@ -46,6 +46,12 @@ pub enum Start {
     /// bytes past it to read) so that the lines after it keep their numbers: for a caller that
     /// read the file up to there itself and reports lines by number (`serve`).
     Numbered(u64),
+    /// Byte offset of a line start with the number of lines before it, known to the caller
+    /// (`tail -n`): lines are numbered from there.
+    Line {
+        offset: u64,
+        before: u64,
+    },
 }
 
 struct Source {
@@ -175,9 +181,16 @@ impl Follower {
                 Start::Beginning => 0,
                 Start::End => m.len(),
                 Start::At(o) | Start::Numbered(o) => o.min(m.len()),
+                Start::Line { offset, .. } => offset.min(m.len()),
             };
             s.numbered = s.offset == 0;
             s.count_before = !s.numbered && matches!(start, Start::Numbered(_));
+            if let Start::Line { offset, before } = start
+                && offset == s.offset
+            {
+                s.line = before;
+                s.numbered = true;
+            }
             s.modified = m.modified().ok();
             s.file = Some(f);
             if let Some(f) = s.file.as_mut() {

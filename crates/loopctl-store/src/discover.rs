@@ -249,11 +249,11 @@ fn written_as_path(spec: &str) -> bool {
 
 fn resolve_spec(spec: &str, root: &Path) -> Result<RunRef> {
     let p = Path::new(spec);
-    if p.is_dir() && p.join(LOG_NAME).is_file() {
+    if p.is_dir() && folder_log(p).is_some() {
         return Ok(RunRef::folder(p));
     }
     if written_as_path(spec) {
-        if p.is_file() {
+        if is_log(p) {
             return Ok(RunRef::file(p));
         }
         if p.is_dir() {
@@ -344,7 +344,7 @@ fn shell_word(s: &str) -> String {
 /// log under `root`.
 fn resolve_under(spec: &str, root: &Path) -> Result<RunRef> {
     let dir = root.join(spec);
-    if !spec.is_empty() && dir.join(LOG_NAME).is_file() {
+    if !spec.is_empty() && folder_log(&dir).is_some() {
         return Ok(RunRef::folder(&dir));
     }
     let all = candidates_under(root);
@@ -519,7 +519,7 @@ pub fn list_runs(root: &Path) -> Result<Vec<RunRef>> {
     let mut out: Vec<RunRef> = rd
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.join(LOG_NAME).is_file())
+        .filter(|p| folder_log(p).is_some())
         .map(|p| RunRef::folder(&p))
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -550,7 +550,17 @@ pub fn maybe_runs(root: &Path) -> Result<Vec<RunRef>> {
 /// The log of `dir` when `dir` is a run folder (holds its own log) rather than a root.
 pub fn folder_log(dir: &Path) -> Option<PathBuf> {
     let log = dir.join(LOG_NAME);
-    log.is_file().then_some(log)
+    is_log(&log).then_some(log)
+}
+
+/// Whether `path` is a log to read: a file, or a symbolic link that leads nowhere (dangling, a
+/// loop). Such a link is a log that cannot be read, said so when read (`io_err`), not a
+/// path that names nothing: a run folder holding one is listed as unreadable.
+pub fn is_log(path: &Path) -> bool {
+    match std::fs::metadata(path) {
+        Ok(m) => m.is_file(),
+        Err(_) => path.is_symlink(),
+    }
 }
 
 /// The run folders under a root, as `list` and `status` see it: a root the user named

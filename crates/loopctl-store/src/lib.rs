@@ -60,7 +60,30 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 
 pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> StoreError {
     let path = path.into();
-    move |cause| StoreError::Io { path, cause }
+    move |cause| {
+        let cause = broken_link(&path, cause);
+        StoreError::Io { path, cause }
+    }
+}
+
+/// `cause`, said plainly when `path` is a symbolic link that leads nowhere: the system's
+/// "No such file or directory" for a path that is there, or "Too many levels of symbolic
+/// links", tell less than what the link is.
+fn broken_link(path: &std::path::Path, cause: std::io::Error) -> std::io::Error {
+    let Ok(target) = std::fs::read_link(path) else {
+        return cause;
+    };
+    let what = if cause.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) {
+        "a symbolic link loop"
+    } else if cause.kind() == std::io::ErrorKind::NotFound {
+        "a dangling symbolic link"
+    } else {
+        return cause;
+    };
+    std::io::Error::new(
+        cause.kind(),
+        format!("{what} (to {}): {cause}", target.display()),
+    )
 }
 
 #[cfg(test)]

@@ -65,6 +65,27 @@ impl Rebuilt {
     pub fn run_json(&self) -> Option<String> {
         self.state.as_ref().map(render)
     }
+
+    /// Whether run.json (if any) parses and agrees with the log (`check`'s verdict on it).
+    pub fn run_json_agrees(&self) -> bool {
+        !matches!(
+            self.prior,
+            Prior::Damaged | Prior::Mismatch | Prior::Unreadable
+        ) && self.differences.is_empty()
+    }
+
+    /// Whether `recover` leaves run.json as it is although its bytes are not the ones it would
+    /// write: another tool's file that agrees with the log (nothing to recover).
+    pub fn run_json_kept(&self) -> bool {
+        self.prior == Prior::Foreign && self.run_json_agrees()
+    }
+
+    /// Whether `recover`, replacing an existing run.json, keeps it aside (`.damaged`) first:
+    /// only one that does not parse or does not agree with the log. loopctl's own snapshot
+    /// is brought up to date.
+    pub fn keeps_aside(&self) -> bool {
+        self.prior != Prior::Snapshot && !self.run_json_agrees()
+    }
 }
 
 pub fn render(state: &RunState) -> String {

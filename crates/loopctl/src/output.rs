@@ -53,6 +53,14 @@ pub fn kind(f: &Finding) -> String {
         .unwrap_or_default()
 }
 
+/// A table row of log text: each cell escaped (`visible`), so it stays one line.
+pub fn row<S: AsRef<str>>(cells: impl IntoIterator<Item = S>) -> Vec<String> {
+    cells
+        .into_iter()
+        .map(|c| loopctl_core::render::visible(c.as_ref()).into_owned())
+        .collect()
+}
+
 pub fn table(header: &[&str]) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::NOTHING);

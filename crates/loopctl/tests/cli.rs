@@ -450,3 +450,122 @@ fn the_whole_corpus_goes_through_every_read_command() {
         assert!(row["max_iterations"].is_u64(), "{}", dir.display());
     }
 }
+
+/// `recover` keeps aside (as `.damaged`) only a run.json that does not parse or does not
+/// agree with the log: one another tool wrote that agrees is left as it is.
+#[test]
+fn recover_leaves_a_run_json_that_agrees_with_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("agrees");
+    copy_dir(&repo().join("examples/damaged-run"), &run);
+    let state = stdout_of(&["replay"], &run);
+    let mut v: Value = serde_json::from_slice(&state).unwrap();
+    // No log mark: not loopctl's snapshot, another tool's file.
+    v.as_object_mut().unwrap().remove("log");
+    let theirs = serde_json::to_vec_pretty(&v).unwrap();
+    std::fs::write(run.join("run.json"), &theirs).unwrap();
+    let check: Value = serde_json::from_slice(&stdout_of(&["check", "--json"], &run)).unwrap();
+    assert_eq!(
+        (&check["run_json"]["prior"], &check["run_json"]["agrees"]),
+        (&Value::from("foreign"), &Value::from(true))
+    );
+    let report: Value = serde_json::from_slice(&stdout_of(&["recover", "--json"], &run)).unwrap();
+    assert_eq!(
+        (&report["written"], &report["kept_aside_path"]),
+        (&Value::from(false), &Value::Null),
+        "{report}"
+    );
+    assert_eq!(std::fs::read(run.join("run.json")).unwrap(), theirs);
+    assert!(!run.join("run.json.damaged").exists());
+    let text = String::from_utf8(stdout_of(&["recover"], &run)).unwrap();
+    assert!(text.starts_with("already up to date:"), "{text}");
+}
+
+/// Under `--strict`, `recover` refuses before writing when there is a finding (a damaged line,
+/// a damaged run.json): it says what it would write, writes nothing, and exits 1.
+#[test]
+fn recover_under_strict_refuses_before_writing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad_line = tmp.path().join("bad-line");
+    copy_dir(&fixture("bad-middle"), &bad_line);
+    let bad_json = tmp.path().join("bad-json");
+    copy_dir(&repo().join("examples/damaged-run"), &bad_json);
+    for run in [&bad_line, &bad_json] {
+        let before: Vec<_> = std::fs::read_dir(run)
+            .unwrap()
+            .flatten()
+            .map(|e| (e.file_name(), std::fs::read(e.path()).unwrap()))
+            .collect();
+        for json in [false, true] {
+            let mut c = loopctl();
+            c.args(["--strict", "recover"]).arg(run);
+            if json {
+                c.arg("--json");
+            }
+            let out = c.assert().code(1).get_output().clone();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("--strict") && err.contains("nothing written"),
+                "{err}"
+            );
+            if json {
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(v["written"], false);
+            }
+            let after: Vec<_> = std::fs::read_dir(run)
+                .unwrap()
+                .flatten()
+                .map(|e| (e.file_name(), std::fs::read(e.path()).unwrap()))
+                .collect();
+            assert_eq!(
+                after.len(),
+                before.len(),
+                "{}: a file was written",
+                run.display()
+            );
+            for file in &before {
+                assert!(
+                    after.contains(file),
+                    "{}: {:?} changed",
+                    run.display(),
+                    file.0
+                );
+            }
+        }
+    }
+    // Without --strict the damaged run.json is recovered.
+    loopctl().arg("recover").arg(&bad_json).assert().success();
+    assert!(bad_json.join("run.json.damaged").is_file());
+}
+
+/// The examples in `--help` that name a run by alias name the bundled example's, and run as
+/// written from the repository's root.
+#[test]
+fn help_examples_naming_a_run_run_as_written() {
+    let mut ran = 0;
+    for cmd in [
+        "replay",
+        "status",
+        "history",
+        "postmortem",
+        "check",
+        "recover",
+    ] {
+        let help = loopctl().args([cmd, "--help"]).output().unwrap().stdout;
+        for line in String::from_utf8(help).unwrap().lines() {
+            let example = line.split(" #").next().unwrap().trim();
+            if !example.starts_with("loopctl ") || !example.contains("checkout-api") {
+                continue;
+            }
+            let args: Vec<&str> = example.split_whitespace().skip(1).collect();
+            let out = loopctl().args(&args).current_dir(repo()).output().unwrap();
+            assert!(
+                out.status.code().is_some_and(|c| c < 2),
+                "{example}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            ran += 1;
+        }
+    }
+    assert!(ran >= 3, "the examples naming checkout-api: {ran}");
+}

@@ -675,6 +675,68 @@ fn a_log_with_no_event_gets_the_same_answer_from_every_read_command() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
 }
 
+/// A log with no event still gets JSON from every `--json` command (exit 1 and the note as
+/// above): a document command prints its document (a `list` row and `status` say `empty`,
+/// `recover` wrote nothing), a stream prints no line.
+#[test]
+fn every_json_command_prints_json_for_a_log_with_no_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, content, findings) in [
+        ("empty", "", 0),
+        ("blank", "\n\n  \n", 0),
+        ("damaged", "not json\n{\"no_event\":1}\n", 2),
+    ] {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        let log = dir.join("history.jsonl");
+        std::fs::write(&log, content).unwrap();
+        let (d, l) = (dir.to_str().unwrap(), log.to_str().unwrap());
+        let document = |args: &[&str]| -> Value {
+            let out = run(args);
+            assert_eq!(out.status.code(), Some(1), "{name}: {args:?}");
+            serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("{name}: {args:?}: {e}: {:?}", text(&out.stdout)))
+        };
+        for target in [d, l] {
+            let rows = document(&["list", target, "--json"]);
+            assert_eq!(rows.as_array().map(Vec::len), Some(1), "{name}: {rows}");
+            let row = &rows[0];
+            assert_eq!(
+                (&row["run_id"], &row["status"], &row["events"]),
+                (&Value::from(name), &Value::from("empty"), &Value::from(0)),
+                "{name}: {row}"
+            );
+            assert_eq!(row["finding_count"], findings, "{name}: {row}");
+            let table = text(&run(&["list", target]).stdout);
+            assert!(table.contains("empty (no event)"), "{name}: {table}");
+        }
+        let status = document(&["status", d, "--json"]);
+        assert_eq!(
+            (&status["status"], &status["events"]),
+            (&"empty".into(), &0.into())
+        );
+        let pm = document(&["postmortem", d, "--json"]);
+        assert_eq!(pm["stop"]["status"], "empty", "{name}: {pm}");
+        let pm = document(&["postmortem", d, "--format", "json"]);
+        assert_eq!(pm["run_id"], name, "{name}: {pm}");
+        let rec = document(&["recover", d, "--json"]);
+        assert_eq!(
+            (&rec["written"], &rec["state"]),
+            (&false.into(), &Value::Null)
+        );
+        for args in [&["check", d, "--json"][..], &["stagnation", d, "--json"]] {
+            document(args);
+        }
+        // Streams: one object a line, so none.
+        for args in [&["replay", d, "--json"][..], &["history", d, "--json"]] {
+            let out = run(args);
+            assert_eq!(out.status.code(), Some(1), "{name}: {args:?}");
+            assert_eq!(text(&out.stdout), "", "{name}: {args:?}");
+        }
+        assert!(!dir.join("run.json").exists(), "{name}: recover wrote");
+    }
+}
+
 #[test]
 fn an_error_names_the_log_once() {
     let log = "../../fixtures/merged-runs/history.jsonl";
@@ -698,6 +760,66 @@ fn an_error_names_the_log_once() {
             "{cmd}: {err}"
         );
         assert!(err.contains("no run \"nosuch\""), "{cmd}: {err}");
+    }
+}
+
+/// A log that is a dangling symbolic link or a link loop is a log that cannot be read, as one
+/// at mode 000: `list` shows it `unreadable` with why (exit 1 under --strict), the commands
+/// reading it say what the path is, once, instead of "no history.jsonl" or "no such file".
+#[cfg(unix)]
+#[test]
+fn a_log_that_is_a_broken_symlink_is_unreadable_not_missing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    for d in ["good", "loop", "dangling"] {
+        std::fs::create_dir(root.join(d)).unwrap();
+    }
+    std::fs::copy(
+        fixture("native-clean/history.jsonl"),
+        root.join("good/history.jsonl"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("history.jsonl", root.join("loop/history.jsonl")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/file", root.join("dangling/history.jsonl")).unwrap();
+    let r = root.to_str().unwrap();
+    let out = run(&["--strict", "list", r, "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let status = |dir: &str| {
+        let row = rows
+            .iter()
+            .find(|r| r["dir"].as_str().unwrap().ends_with(dir))
+            .unwrap_or_else(|| panic!("no row for {dir}: {rows:?}"));
+        (row["status"].clone(), row["error"].to_string())
+    };
+    assert_eq!(status("good").0, "completed");
+    let (s, e) = status("loop");
+    assert_eq!(
+        (s.as_str(), e.contains("a symbolic link loop")),
+        (Some("unreadable"), true),
+        "{e}"
+    );
+    let (s, e) = status("dangling");
+    assert_eq!(
+        (s.as_str(), e.contains("a dangling symbolic link")),
+        (Some("unreadable"), true),
+        "{e}"
+    );
+    let folder = root.join("loop");
+    let log = folder.join("history.jsonl");
+    for args in [
+        vec!["status", folder.to_str().unwrap()],
+        vec!["check", log.to_str().unwrap()],
+        vec!["export", "prometheus", r],
+    ] {
+        let out = run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err.matches("a symbolic link loop").count(),
+            1,
+            "{args:?}: {err}"
+        );
     }
 }
 

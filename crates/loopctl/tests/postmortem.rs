@@ -601,3 +601,57 @@ fn an_attempt_a_killed_runner_left_is_abandoned_not_running() {
     ended.push(ev(5, "stopped", 0, r#","reason":"user_stop""#));
     assert_eq!(outcomes(&ended), ["abandoned", "abandoned"]);
 }
+
+/// A run whose events carry no quality phase (and whose run_started has no phased criteria)
+/// has none in the postmortem either, as in `status`: no invented `A`. Phased criteria start
+/// in A, as run.json says.
+#[test]
+fn a_run_without_phases_gets_no_invented_phase() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = |criteria: &str| {
+        [
+            format!(r#"{{"v":1,"seq":1,"ts":"2026-03-01T09:00:01.000Z","run_id":"np","event":"run_started","payload":{{"max_iterations":3{criteria}}}}}"#),
+            r#"{"v":1,"seq":2,"ts":"2026-03-01T09:00:02.000Z","run_id":"np","event":"phase_started","iteration":1,"step":"build"}"#.into(),
+            r#"{"v":1,"seq":3,"ts":"2026-03-01T09:00:03.000Z","run_id":"np","event":"phase_finished","iteration":1,"step":"build","payload":{"duration_ms":1000}}"#.into(),
+            r#"{"v":1,"seq":4,"ts":"2026-03-01T09:00:04.000Z","run_id":"np","event":"evaluation_done","iteration":1,"payload":{"score":0.5,"passed":false}}"#.into(),
+            r#"{"v":1,"seq":5,"ts":"2026-03-01T09:00:05.000Z","run_id":"np","event":"stopped","payload":{"reason":"user_stop"}}"#.into(),
+        ]
+        .join("\n")
+            + "\n"
+    };
+    for (name, criteria, phase) in [
+        ("plain", "", Value::Null),
+        (
+            "phased",
+            r#","criteria":{"A":{"threshold":0.8}}"#,
+            "A".into(),
+        ),
+    ] {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("history.jsonl"), log(criteria)).unwrap();
+        let status = json_of(&["status", "--json"], &dir, 0);
+        assert_eq!(status["phase"], phase, "{name}");
+        let pm = json_of(&["postmortem", "--json"], &dir, 0);
+        assert_eq!(pm["scores"]["points"][0]["phase"], phase, "{name}");
+        assert_eq!(
+            pm["timeline"][0]["evaluations"][0]["phase"], phase,
+            "{name}"
+        );
+        assert_eq!(pm["distance_to_success"]["phase"], phase, "{name}");
+        let text = text_of(&["postmortem"], &dir, 0);
+        let md = text_of(&["postmortem", "--format", "md"], &dir, 0);
+        for (shown, marks) in [
+            (&text, ["score  0.5 (A)", "1/A 0.5", "phase A threshold"]),
+            (&md, ["evaluation (A)", "| 1 | A |", "phase A threshold"]),
+        ] {
+            for mark in marks {
+                assert_eq!(
+                    shown.contains(mark),
+                    !phase.is_null(),
+                    "{name}: {mark}\n{shown}"
+                );
+            }
+        }
+    }
+}

@@ -98,6 +98,48 @@ fn repeated_seq() -> (tempfile::TempDir, PathBuf, Vec<String>, String) {
     (tmp, dir, lines, dup)
 }
 
+/// `tail -n N` from the end prints the last N events `history` prints and says their findings
+/// as history says them (with line numbers): a repeated seq is not counted, a reorder is
+/// judged against the run's seqs from the start of the log.
+#[test]
+fn tail_n_prints_the_last_n_events_of_history_with_its_findings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = |seq: u64| {
+        format!(
+            r#"{{"v":1,"seq":{seq},"ts":"2026-03-01T09:00:{seq:02}.000Z","run_id":"h-20260301-090000","event":"note"}}"#
+        )
+    };
+    let logs = [
+        vec![ev(1), ev(2), ev(3), ev(3)],
+        vec![ev(1), ev(2), ev(3), ev(10), ev(4), ev(5), ev(5), ev(1)],
+    ];
+    for (i, lines) in logs.iter().enumerate() {
+        let log = tmp.path().join(format!("{i}.jsonl"));
+        std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+        let (_, history, history_err) = run(&["history", s(&log), "--json"]);
+        let history: Vec<&str> = history.lines().collect();
+        for n in 0..=history.len() + 1 {
+            let (code, out, err) = run(&[
+                "tail",
+                s(&log),
+                "--no-follow",
+                "--json",
+                "-n",
+                &n.to_string(),
+            ]);
+            assert_eq!(code, 0, "{err}");
+            let want = &history[history.len().saturating_sub(n)..];
+            assert_eq!(out.lines().collect::<Vec<_>>(), want, "{i}: -n {n}");
+            for finding in err.lines() {
+                assert!(
+                    history_err.contains(finding),
+                    "{i}: -n {n}: {finding}\n{history_err}"
+                );
+            }
+        }
+    }
+}
+
 /// The seqs of NDJSON events.
 fn seqs(ndjson: &str) -> Vec<u64> {
     ndjson
@@ -132,7 +174,7 @@ fn tail_reports_a_repeated_seq_and_a_torn_tail_and_skips_the_repeat() {
         let strict: Vec<&str> = ["--strict"].into_iter().chain(args.clone()).collect();
         assert_eq!(run(&strict).0, 1, "{strict:?}");
     }
-    // Mid-file, in a format that does not read the part before the window.
+    // Mid-file: the part before the window is read for the seqs, not reported.
     let (code, _, err) = run(&[
         "--strict",
         "tail",
@@ -302,4 +344,69 @@ fn a_missing_default_root_holds_no_run_for_every_command() {
         assert!(err.contains("no root folder nope"), "{args:?}: {err}");
     }
     assert!(!tmp.path().join(".loopctl").exists());
+}
+
+/// A newline, a carriage return or a terminal escape in a run id, a phase, a step, a rule or a
+/// stop reason is shown escaped in human output (`\n`, `\u001b`), so each row stays one line;
+/// `--json` keeps the text exact.
+#[test]
+fn control_characters_in_names_are_escaped_in_human_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (run_id, shown) = ("evil\nrun\u{1b}[31mX", r"evil\nrun\u001b[31mX");
+    let id = serde_json::to_string(run_id).unwrap();
+    let log = [
+        r#"{"v":1,"seq":1,"ts":"2026-03-01T09:00:01.000Z","run_id":ID,"event":"run_started","payload":{"max_iterations":3}}"#,
+        r#"{"v":1,"seq":2,"ts":"2026-03-01T09:00:02.000Z","run_id":ID,"event":"phase_started","iteration":1,"phase":"ph\nase","step":"st\rep"}"#,
+        r#"{"v":1,"seq":3,"ts":"2026-03-01T09:00:03.000Z","run_id":ID,"event":"evaluation_done","iteration":1,"phase":"ph\nase","step":"st\rep","payload":{"score":0.5,"passed":false,"failed":["r\n1"]}}"#,
+        r#"{"v":1,"seq":4,"ts":"2026-03-01T09:00:04.000Z","run_id":ID,"event":"custom\nevent","iteration":1}"#,
+        r#"{"v":1,"seq":5,"ts":"2026-03-01T09:00:05.000Z","run_id":ID,"event":"stopped","payload":{"reason":"user\nstop"}}"#,
+        r#"{"v":1,"seq":1,"ts":"2026-03-01T09:00:01.000Z","run_id":"other","event":"run_started"}"#,
+    ]
+    .map(|l| l.replace("ID", &id) + "\n")
+    .concat();
+    let dir = tmp.path().join("r");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("history.jsonl"), log).unwrap();
+    let one = ["--run-id", run_id];
+    let mut commands: Vec<Vec<&str>> = vec![
+        vec!["list", s(&dir)],
+        [vec!["status", s(&dir)], one.to_vec()].concat(),
+        vec!["replay", s(&dir)],
+        vec!["history", s(&dir)],
+        vec!["tail", s(&dir), "--no-follow"],
+        [vec!["postmortem", s(&dir)], one.to_vec()].concat(),
+        [
+            vec!["postmortem", s(&dir), "--format", "markdown"],
+            one.to_vec(),
+        ]
+        .concat(),
+        vec!["stagnation", s(&dir)],
+        vec!["check", s(&dir)],
+    ];
+    if cfg!(feature = "analytics") {
+        commands.push(vec!["query", "select run_id, phase from phases", s(&dir)]);
+    }
+    for args in commands {
+        let (code, out, err) = run(&args);
+        assert!(code < 2, "{args:?}: {err}");
+        for bad in [
+            "evil\n", "\r", "\u{1b}", "ph\nase", "r\n1", "custom\n", "user\n",
+        ] {
+            assert!(!out.contains(bad), "{args:?} shows {bad:?}:\n{out}");
+            assert!(!err.contains(bad), "{args:?} says {bad:?}:\n{err}");
+        }
+        // Markdown keeps its rule: a line break in a cell is a space.
+        let shown = if args.contains(&"markdown") {
+            r"evil run\u001b[31mX"
+        } else {
+            shown
+        };
+        if args[0] != "check" {
+            assert!(out.contains(shown), "{args:?}:\n{out}");
+        }
+    }
+    // JSON is exact.
+    let (_, out, _) = run(&[["status", s(&dir), "--json"].as_slice(), &one].concat());
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["run_id"], run_id);
 }

@@ -278,7 +278,7 @@ fn filters_and_formats() {
 }
 
 #[test]
-fn n_reads_from_the_end_of_a_large_file() {
+fn n_starts_with_the_last_n_events_of_a_large_file() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("big.jsonl");
     let mut f = std::io::BufWriter::new(std::fs::File::create(&log).unwrap());

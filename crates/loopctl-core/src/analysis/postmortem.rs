@@ -17,7 +17,9 @@ use crate::decode::agent_usage::AgentUsage;
 use crate::decode::timestamp::Ts;
 use crate::fold::run_state::{RunState, Status, Tokens};
 use crate::fold::trace::payload::gap;
-use crate::fold::trace::{Attempt, ErrorRecord, Escalation, Evaluation, Retry, Trace, Transition};
+use crate::fold::trace::{
+    Attempt, ErrorRecord, Escalation, Evaluation, Name, Retry, Trace, Transition,
+};
 
 /// aif-loop's fallback thresholds when an evaluation states none.
 pub const DEFAULT_THRESHOLD_A: f64 = 0.8;
@@ -75,7 +77,7 @@ pub struct StopSummary {
     pub started_at: Option<Ts>,
     #[serde(rename = "updated_at")]
     pub last_event_at: Option<Ts>,
-    /// First to last event.
+    /// First to last event (file order); none when the last is stamped before the first.
     pub wall_ms: Option<u64>,
     pub events: u64,
 }
@@ -143,8 +145,8 @@ pub struct Scores {
 /// aif-loop's distance-to-success block (its post-loop step).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Distance {
-    /// The quality phase of the last evaluation.
-    pub phase: String,
+    /// The quality phase of the last evaluation; `None` for a run without phases.
+    pub phase: Option<String>,
     pub threshold: f64,
     /// `evaluation` (stated by it) or `default` (A 0.8, B 0.9).
     pub threshold_source: String,
@@ -242,8 +244,13 @@ pub fn sparkline(values: &[f64]) -> String {
 }
 
 /// A scored evaluation as the report shows it: its failed rules sorted, once each.
-fn point(e: &Evaluation) -> Evaluation {
+/// An evaluation as the report shows it; `phased`: whether the run has quality phases (else
+/// the trace's default `A` is no phase of the run's, and none is shown).
+fn point(e: &Evaluation, phased: bool) -> Evaluation {
     let mut p = e.clone();
+    if !phased {
+        p.quality_phase = Name::from("");
+    }
     if let Some(failed) = &mut p.failed {
         failed.sort();
         failed.dedup();
@@ -311,11 +318,14 @@ impl Report {
                 .last_error
                 .clone()
                 .filter(|_| state.status == Status::Failed),
-            started_at: trace.first_ts.or(state.created_at),
-            last_event_at: trace.last_ts.or(state.updated_at),
+            // run.json's: first and last event in file order (the trace's `last_ts` is the
+            // latest stamp, another thing when the clock went backwards).
+            started_at: state.created_at.or(trace.first_ts),
+            last_event_at: state.updated_at.or(trace.last_ts),
+            // None, not 0, when the clock went backwards.
             wall_ms: gap(
-                trace.first_ts.or(state.created_at),
-                trace.last_ts.or(state.updated_at),
+                state.created_at.or(trace.first_ts),
+                state.updated_at.or(trace.last_ts),
             ),
             events: state.events,
         };
@@ -395,7 +405,7 @@ impl Report {
             rows.entry(it)
                 .or_insert_with(|| new_row(it))
                 .evaluations
-                .push(point(e));
+                .push(point(e, trace.phased));
         }
 
         let mut times: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
@@ -431,7 +441,7 @@ impl Report {
             .collect();
         time_per_phase.sort_by(|a, b| b.total_ms.cmp(&a.total_ms).then(a.name.cmp(&b.name)));
 
-        let points: Vec<Evaluation> = trace.scored().map(point).collect();
+        let points: Vec<Evaluation> = trace.scored().map(|e| point(e, trace.phased)).collect();
         let values: Vec<f64> = points.iter().map(|p| p.score.unwrap_or(0.0)).collect();
         let scores = Scores {
             sparkline: sparkline(&values),
@@ -505,7 +515,7 @@ fn distance(state: &RunState, trace: &Trace) -> Option<Distance> {
     rules.sort();
     rules.dedup();
     Some(Distance {
-        phase: e.quality_phase.to_string(),
+        phase: (trace.phased && !e.quality_phase.is_empty()).then(|| e.quality_phase.to_string()),
         threshold,
         threshold_source: source.into(),
         score: sc,
@@ -565,7 +575,9 @@ impl Serialize for Evaluation {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = s.serialize_struct("ScorePoint", 6)?;
         o.serialize_field("iteration", &self.iteration)?;
-        o.serialize_field("phase", &*self.quality_phase)?;
+        // `null` for a run without phases (docs/json.md: nothing is shown as nothing).
+        let phase = (!self.quality_phase.is_empty()).then_some(&*self.quality_phase);
+        o.serialize_field("phase", &phase)?;
         o.serialize_field("score", &self.score.unwrap_or(0.0))?;
         o.serialize_field("passed", &self.passed)?;
         o.serialize_field("seq", &self.at.seq)?;

@@ -3,7 +3,7 @@
 //! Replay reads a handful of fields from every line and skips the rest; a full DOM (or a serde
 //! struct with a buffered `flatten`) costs several times more. The scanner validates everything it
 //! skips, so a line it accepts is a line `serde_json` accepts (a differential property test and a
-//! fuzz target hold it to that), and it is iterative, so no nesting depth can overflow the stack.
+//! fuzz target hold it to that; a number beyond f64 is refused, as a `Value` read refuses it), and it is iterative, so no nesting depth can overflow the stack.
 
 use std::borrow::Cow;
 
@@ -21,6 +21,17 @@ pub struct Scanner<'a> {
 }
 
 type R<T> = Result<T, JsonError>;
+
+/// Whether a number literal (valid JSON) is beyond f64, as `1e400`: `serde_json` refuses the
+/// line ("number out of range"), so the scanner does, and a score can never be infinite. Only
+/// a literal with an exponent or over 300 bytes can be: others are not parsed.
+pub(crate) fn out_of_range(lit: &[u8]) -> bool {
+    (lit.len() > 300 || lit.iter().any(|c| matches!(c, b'e' | b'E')))
+        && std::str::from_utf8(lit)
+            .ok()
+            .and_then(|t| t.parse::<f64>().ok())
+            .is_some_and(f64::is_infinite)
+}
 
 impl<'a> Scanner<'a> {
     pub fn new(s: &'a str) -> Self {
@@ -223,6 +234,10 @@ impl<'a> Scanner<'a> {
                 self.pos = i;
                 return self.err("invalid number");
             }
+        }
+        if out_of_range(&b[start..i]) {
+            self.pos = start;
+            return self.err("number out of range");
         }
         self.pos = i;
         Ok(&self.s[start..i])
@@ -465,9 +480,13 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Agreement with serde_json's grammar (`IgnoredAny`), plus its refusal of a number beyond
+    /// f64, which only a typed read (`Value`) makes.
     fn agrees(s: &str) -> bool {
         let ours = validate(s).is_ok();
-        let theirs = serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok();
+        let out_of_range = serde_json::from_str::<serde_json::Value>(s)
+            .is_err_and(|e| e.to_string().starts_with("number out of range"));
+        let theirs = serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok() && !out_of_range;
         ours == theirs
     }
 
@@ -504,6 +523,12 @@ mod tests {
             "-01",
             "[-]",
             "\"\\u12\"",
+            "1e400",
+            "[-1e0000000000000309]",
+            "{\"a\":-1E+400}",
+            "1e308",
+            "1e-400",
+            "0e999",
         ] {
             assert!(agrees(s), "disagree on {s:?}");
         }

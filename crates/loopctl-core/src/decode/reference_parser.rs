@@ -21,8 +21,9 @@ pub fn parse_line_reference(line: &str) -> Result<Event<'_>, LineError> {
     }
     let mut ev = Event::new(Kind::Other);
     let mut name: Option<Cow<'_, str>> = None;
-    // The first string `run_id` (else `session_id`) wins, exactly as in `run_key`, so that a
-    // sharded replay sends every line to the shard of the run it is applied to.
+    // A repeated key keeps its last value, as serde_json's `Value` does; the run is `run_id`
+    // if that is a string, else `session_id`, exactly as in `run_key`, so that a sharded
+    // replay sends every line to the shard of the run it is applied to.
     let mut run_id: Option<Cow<'_, str>> = None;
     let mut session: Option<Cow<'_, str>> = None;
     let mut v = None;
@@ -33,13 +34,15 @@ pub fn parse_line_reference(line: &str) -> Result<Event<'_>, LineError> {
             "v" => v = Some(sc.opt_u64()?),
             "seq" => ev.seq = sc.opt_u64()?,
             "ts" => ts_raw = Some(sc.skip()?),
-            "run_id" if run_id.is_none() => run_id = sc.opt_string()?,
-            "session_id" if session.is_none() => session = sc.opt_string()?,
+            "run_id" => run_id = sc.opt_string()?,
+            "session_id" => session = sc.opt_string()?,
             "iteration" => ev.iteration = sc.opt_u64()?,
             "phase" => ev.phase = sc.opt_string()?,
             "step" => ev.step = sc.opt_string()?,
             "status" => ev.status = sc.opt_string()?,
             "payload" => {
+                // A repeated payload: only the last one's facts.
+                ev.facts = Default::default();
                 let start = sc.pos;
                 if sc.peek() == Some(b'{') {
                     sc.object(|sc, k| ev.facts.take(sc, &k))?;
@@ -96,7 +99,7 @@ fn parse_avenor(line: &str) -> Result<Event<'static>, LineError> {
     ev.ts = m.remove("ts").and_then(|t| Ts::parse_json(&t.to_string()));
     ev.seq = m.remove("seq").and_then(|s| s.as_u64());
     m.remove("run_id");
-    // Same rule as the fast path (first string wins), whatever serde_json kept of duplicates.
+    // Same rule as the other dialects (the last `run_id`, if a string, else `session_id`).
     ev.run_id = run_key(line)
         .ok()
         .flatten()
@@ -140,8 +143,9 @@ fn parse_avenor(line: &str) -> Result<Event<'static>, LineError> {
     Ok(ev.with_payload(&payload))
 }
 
-/// The run a line belongs to (`run_id`, else `session_id`), read without parsing the rest of
-/// the line when `run_id` comes early. `Err` when the line is not a JSON object.
+/// The run a line belongs to: its last `run_id` if that is a string, else its last
+/// `session_id` if that is one (a repeated key keeps its last value, as in `Value`). The whole
+/// object is read; `Err` when the line is not a JSON object.
 pub fn run_key(line: &str) -> Result<Option<Cow<'_, str>>, JsonError> {
     let mut sc = Scanner::new(line);
     if sc.peek() != Some(b'{') {
@@ -151,7 +155,7 @@ pub fn run_key(line: &str) -> Result<Option<Cow<'_, str>>, JsonError> {
         });
     }
     sc.pos += 1;
-    let mut session = None;
+    let (mut run, mut session) = (None, None);
     if sc.peek() == Some(b'}') {
         return Ok(None);
     }
@@ -165,19 +169,15 @@ pub fn run_key(line: &str) -> Result<Option<Cow<'_, str>>, JsonError> {
         }
         sc.pos += 1;
         match &*key {
-            "run_id" => {
-                if let Some(id) = sc.opt_string()? {
-                    return Ok(Some(id));
-                }
-            }
-            "session_id" if session.is_none() => session = sc.opt_string()?,
+            "run_id" => run = sc.opt_string()?,
+            "session_id" => session = sc.opt_string()?,
             _ => {
                 sc.skip()?;
             }
         }
         match sc.peek() {
             Some(b',') => sc.pos += 1,
-            Some(b'}') => return Ok(session),
+            Some(b'}') => return Ok(run.or(session)),
             _ => {
                 return Err(JsonError {
                     pos: sc.pos,

@@ -240,8 +240,8 @@ pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a
                     (p.raw()?, false)
                 })
             }
-            K_RUN_ID if run_id.is_none() => run_id = p.opt_string()?,
-            K_SESSION_ID if session.is_none() => session = p.opt_string()?,
+            K_RUN_ID => run_id = p.opt_string()?,
+            K_SESSION_ID => session = p.opt_string()?,
             K_ITERATION => ev.iteration = p.opt_u64()?,
             K_PHASE => ev.phase = p.opt_string()?,
             K_STEP => ev.step = p.opt_string()?,
@@ -292,10 +292,27 @@ pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a
     Some(())
 }
 
-/// `reference_parser::run_key` over raw bytes, for lines whose run comes early and plainly: the first
-/// `run_id` string, or `Some(None)` for an object without `run_id`. `None` (session ids, escapes,
-/// containers before the run id, anything invalid) sends the line to `run_key`. The line need
-/// not be UTF-8: a line that is not is reported as damaged by whichever shard gets it.
+/// Whether `rest` may hold a `run_id` key: the name written plainly, or a `\u00XX` escape of
+/// one of its letters (a key so written is the same key). Only a cheap search: the caller
+/// falls back to the whole read when it says yes.
+fn may_name_run_id(rest: &[u8]) -> bool {
+    memchr::memmem::find(rest, b"run_id").is_some()
+        || memchr::memmem::find_iter(rest, b"\\u00").any(|at| {
+            rest.get(at + 4..at + 6).is_some_and(|hex| {
+                matches!(
+                    hex.to_ascii_lowercase().as_slice(),
+                    b"72" | b"75" | b"6e" | b"5f" | b"69" | b"64"
+                )
+            })
+        })
+}
+
+/// `reference_parser::run_key` over raw bytes, for lines whose run comes early and plainly: the
+/// `run_id` string, when the rest of the line cannot hold another `run_id` key (the last one
+/// wins), or `Some(None)` for an object without `run_id`. `None` (session ids, escapes,
+/// containers before the run id, a possible second `run_id`, anything invalid) sends the line
+/// to `run_key`. The line need not be UTF-8: a line that is not is reported as damaged by
+/// whichever shard gets it.
 pub(crate) fn run_key_fast(line: &[u8]) -> Option<Option<&[u8]>> {
     let b = line;
     // aif-loop's shape, `{"ts":"..","run_id":"..`: two literals and two string scans.
@@ -306,7 +323,7 @@ pub(crate) fn run_key_fast(line: &[u8]) -> Option<Option<&[u8]>> {
         {
             let end = find_special(run, 0);
             if run.get(end) == Some(&b'"') {
-                return Some(Some(&run[..end]));
+                return (!may_name_run_id(&run[end..])).then_some(Some(&run[..end]));
             }
         }
     }
@@ -345,7 +362,10 @@ pub(crate) fn run_key_fast(line: &[u8]) -> Option<Option<&[u8]>> {
         ws(&mut i);
         match (key, *b.get(i)?) {
             (b"session_id", _) => return None,
-            (b"run_id", b'"') => return plain(&mut i).map(Some),
+            (b"run_id", b'"') => {
+                let id = plain(&mut i)?;
+                return (!may_name_run_id(&b[i..])).then_some(Some(id));
+            }
             (_, b'"') => {
                 plain(&mut i)?;
             }

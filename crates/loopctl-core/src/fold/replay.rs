@@ -204,6 +204,27 @@ pub fn seq_step(events: u64, last: Option<u64>, seq: Option<u64>) -> SeqStep {
     step
 }
 
+/// A run's place in its seqs as replay tracks it: the events applied and the last `seq` kept.
+/// Every reader that shows or counts events one by one (history, tail, the analytics
+/// `events` table) steps it, so each skips and reports what replay does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SeqState {
+    pub events: u64,
+    pub last: Option<u64>,
+}
+
+impl SeqState {
+    /// What the next event's `seq` means; moves past it unless it is a duplicate (not applied).
+    pub fn step(&mut self, seq: Option<u64>) -> SeqStep {
+        let step = seq_step(self.events, self.last, seq);
+        if !step.duplicate {
+            self.events += 1;
+            self.last = step.keep.or(seq).or(self.last);
+        }
+        step
+    }
+}
+
 /// A run being replayed. The reducer decodes every `evaluation_done` payload into
 /// `RunState::evaluation`, but only the last one survives: replay keeps that payload's text
 /// and decodes it once, when the run is handed out.

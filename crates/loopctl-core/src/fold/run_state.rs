@@ -299,8 +299,9 @@ pub(crate) fn reduce(s: &mut RunState, ev: &Event<'_>, evaluation: bool) {
         }
     }
     let f = &ev.facts;
-    s.tokens.input += f.tokens_in.unwrap_or(0);
-    s.tokens.output += f.tokens_out.unwrap_or(0);
+    // Saturating: a total past u64::MAX stays there instead of wrapping to a small number.
+    s.tokens.input = s.tokens.input.saturating_add(f.tokens_in.unwrap_or(0));
+    s.tokens.output = s.tokens.output.saturating_add(f.tokens_out.unwrap_or(0));
 
     match ev.kind {
         Kind::RunStarted => {
@@ -597,5 +598,35 @@ mod tests {
         );
         assert_eq!(classify_exit("phase_failure", None).0, Status::Failed);
         assert_eq!(classify_exit("timeout", None).0, Status::Failed);
+    }
+
+    #[test]
+    fn token_totals_saturate_instead_of_wrapping() {
+        let log = |a: &str, b: &str| {
+            format!(
+                "{{\"v\":1,\"seq\":1,\"run_id\":\"t\",\"event\":\"usage\",\"payload\":{{\"input_tokens\":{a},\"output_tokens\":{a}}}}}\n\
+                 {{\"v\":1,\"seq\":2,\"run_id\":\"t\",\"event\":\"usage\",\"payload\":{{\"input_tokens\":{b},\"output_tokens\":{b}}}}}\n"
+            )
+        };
+        let max = u64::MAX.to_string();
+        for (a, b) in [
+            ("10000000000000000000", "9000000000000000000"),
+            (&*max, &*max),
+        ] {
+            let text = log(a, b);
+            let run = &crate::fold::replay::replay_bytes("t", text.as_bytes()).runs["t"];
+            assert_eq!(
+                (run.tokens.input, run.tokens.output),
+                (u64::MAX, u64::MAX),
+                "{a} + {b}"
+            );
+            let traces = crate::fold::trace::traces_from_bytes("t", text.as_bytes());
+            let tokens = &traces["t"].tokens;
+            assert_eq!(
+                (tokens.input, tokens.output),
+                (u64::MAX, u64::MAX),
+                "{a} + {b}"
+            );
+        }
     }
 }

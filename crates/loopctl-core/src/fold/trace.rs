@@ -52,6 +52,10 @@ pub struct Trace {
     pub iteration: u64,
     /// Current quality phase (starts at `A`; `phase_switched` moves it).
     pub phase: Name,
+    /// Whether the run has quality phases: an event named one, or phased criteria in its
+    /// `run_started` start it at A (as run.json's `phase`). Else `phase` is only the default,
+    /// which a report shows as none.
+    pub phased: bool,
     /// `phase`'s id in `names`.
     phase_id: u32,
     pub loop_started: bool,
@@ -197,6 +201,20 @@ const STOP_KEYS: Keys<'static> = Keys {
     ],
     nested: None,
 };
+
+/// Whether `ev` starts a run with phased criteria, which start in quality phase A (as
+/// run.json's `phase`).
+pub fn starts_phased(ev: &Event<'_>) -> bool {
+    const CRITERIA: Keys<'static> = Keys {
+        keys: &["criteria"],
+        nested: None,
+    };
+    ev.kind == Kind::RunStarted
+        && ev
+            .payload_subset(CRITERIA)
+            .get("criteria")
+            .is_some_and(Value::is_object)
+}
 
 /// Whether `Trace::apply` reads the payload of an event of this kind (`lean`: only what the
 /// stagnation detectors read).
@@ -354,9 +372,11 @@ impl Trace {
         {
             self.set_phase(p);
         }
+        self.phased = self.phased || ev.phase.is_some() || starts_phased(ev);
         let f = &ev.facts;
-        self.tokens.input += f.tokens_in.unwrap_or(0);
-        self.tokens.output += f.tokens_out.unwrap_or(0);
+        // Saturating, as replay's totals.
+        self.tokens.input = self.tokens.input.saturating_add(f.tokens_in.unwrap_or(0));
+        self.tokens.output = self.tokens.output.saturating_add(f.tokens_out.unwrap_or(0));
 
         // Most events need nothing from their payload here (the facts have what they do):
         // decoding it is most of the cost of a trace.
@@ -377,6 +397,7 @@ impl Trace {
                 let to = s(&p, "to_phase");
                 if let Some(t) = &to {
                     self.set_phase(t);
+                    self.phased = true;
                 }
                 self.switches.push(Switch {
                     at: At::of(ev),

@@ -7,7 +7,7 @@ use crate::analysis::liveness::RunCondition;
 use crate::analysis::measures::{duration, score};
 use crate::analysis::postmortem::*;
 use crate::fold::trace::{ErrorRecord, Escalation, Evaluation, Retry, Transition};
-use crate::render::usage_text;
+use crate::render::{usage_text, visible as v, visible};
 
 impl Report {
     /// The report; a long timeline shows its first and last `TIMELINE_EDGE` iterations in text
@@ -68,15 +68,21 @@ impl Report {
         t
     }
 
-    /// Terminal text (no colours: the CLI adds none, so the text is the same everywhere).
+    /// Terminal text (no colours: the CLI adds none, so the text is the same everywhere). Text
+    /// from the log is escaped (`visible`), so a name with a newline stays on its line.
     pub fn to_text(&self) -> String {
         self.text(false)
     }
 
     fn text(&self, full: bool) -> String {
         let mut o = String::new();
-        let _ = writeln!(o, "Postmortem of {} ({})", self.run_id, self.task_alias);
-        let _ = writeln!(o, "  outcome     {}", self.headline());
+        let _ = writeln!(
+            o,
+            "Postmortem of {} ({})",
+            v(&self.run_id),
+            v(&self.task_alias)
+        );
+        let _ = writeln!(o, "  outcome     {}", v(&self.headline()));
         let _ = writeln!(o, "  iterations  {}", self.iterations_text());
         if let Some(w) = self.stop.wall_ms {
             let _ = writeln!(
@@ -108,7 +114,7 @@ impl Report {
                 for p in &r.phases {
                     let line = format!(
                         "    {:<width$}  #{:<2} {:>8}  {:<7}{}",
-                        clip(&p.name, width),
+                        clip(&v(&p.name), width),
                         p.attempt,
                         p.duration_ms.map_or("-".into(), duration),
                         p.outcome,
@@ -119,7 +125,7 @@ impl Report {
                     let _ = writeln!(o, "{}", line.trim_end());
                 }
                 for e in &r.evaluations {
-                    let _ = writeln!(o, "    {:<width$}  {}", "score", score_line(e));
+                    let _ = writeln!(o, "    {:<width$}  {}", "score", v(&score_line(e)));
                 }
             }
         }
@@ -137,7 +143,7 @@ impl Report {
                 let _ = writeln!(
                     o,
                     "  {:<width$}  {:>8}  {:>5.1}%  {}×",
-                    clip(&p.name, width),
+                    clip(&v(&p.name), width),
                     duration(p.total_ms),
                     p.share_pct,
                     p.count
@@ -149,12 +155,11 @@ impl Report {
         if !sc.points.is_empty() {
             let _ = writeln!(o, "\nScores  {}", score_spark(sc, full));
             let line = score_items(&sc.points, full, |p| {
-                format!(
-                    "{}/{} {}",
-                    p.iteration,
-                    p.quality_phase,
-                    score(p.score.unwrap_or(0.0))
-                )
+                let phase = match &*p.quality_phase {
+                    "" => String::new(),
+                    q => format!("/{}", v(q)),
+                };
+                format!("{}{phase} {}", p.iteration, score(p.score.unwrap_or(0.0)))
             });
             let _ = writeln!(o, "  {}", line.join("  →  "));
             if let Some(b) = sc.best {
@@ -165,7 +170,7 @@ impl Report {
         if let Some(d) = &self.distance_to_success {
             let _ = writeln!(o, "\nDistance to success");
             for line in distance_lines(d) {
-                let _ = writeln!(o, "  {line}");
+                let _ = writeln!(o, "  {}", v(&line));
             }
         }
 
@@ -179,7 +184,7 @@ impl Report {
                 self.errors.count
             );
             for r in &self.retries.items {
-                let _ = writeln!(o, "  retry  {}", retry_text(r));
+                let _ = writeln!(o, "  retry  {}", v(&retry_text(r)));
             }
             for e in &self.errors.items {
                 let _ = writeln!(o, "  error  {}", clip(&error_text(e), 160));
@@ -192,7 +197,7 @@ impl Report {
         if !self.escalations.is_empty() || !self.transitions.is_empty() {
             let _ = writeln!(o, "\nDecisions");
             for t in &self.transitions {
-                let _ = writeln!(o, "  transition  {}", transition_text(t));
+                let _ = writeln!(o, "  transition  {}", v(&transition_text(t)));
             }
             for e in &self.escalations {
                 let _ = writeln!(o, "  escalated   {}", clip(&escalation_text(e), 160));
@@ -217,11 +222,16 @@ impl Report {
             } else {
                 "[-]"
             };
-            let _ = writeln!(o, "  {mark} {:<16} {}", f.detector.name(), f.summary);
+            let _ = writeln!(
+                o,
+                "  {mark} {:<16} {}",
+                f.detector.name(),
+                visible(&f.summary)
+            );
             if f.triggered {
                 let ev = evidence(f);
                 if !ev.is_empty() {
-                    let _ = writeln!(o, "      {:<16} {ev}", "");
+                    let _ = writeln!(o, "      {:<16} {}", "", visible(&ev));
                 }
             }
         }
@@ -316,8 +326,8 @@ impl Report {
                 for e in &r.evaluations {
                     let _ = writeln!(
                         o,
-                        "| {it} | *evaluation ({})* | | | {} | score {}{} |",
-                        md(&e.quality_phase),
+                        "| {it} | *evaluation{}* | | | {} | score {}{} |",
+                        md(&in_phase(&e.quality_phase)),
                         pass_word(e.passed),
                         score(e.score.unwrap_or(0.0)),
                         if e.failed_rules().is_empty() {
@@ -509,8 +519,10 @@ fn elided_line(n: usize) -> String {
 fn distance_lines(d: &Distance) -> Vec<String> {
     let mut v = vec![
         format!(
-            "phase {} threshold {} ({}), final score {} at iteration {}",
-            d.phase,
+            "{}threshold {} ({}), final score {} at iteration {}",
+            d.phase
+                .as_ref()
+                .map_or(String::new(), |p| format!("phase {p} ")),
             score(d.threshold),
             if d.threshold_source == "default" {
                 "aif-loop default"
@@ -540,6 +552,14 @@ fn distance_lines(d: &Distance) -> Vec<String> {
     v
 }
 
+/// ` (A)` after an evaluation, nothing for a run without phases.
+fn in_phase(quality_phase: &str) -> String {
+    match quality_phase {
+        "" => String::new(),
+        p => format!(" ({p})"),
+    }
+}
+
 fn pass_word(p: Option<bool>) -> &'static str {
     match p {
         Some(true) => "pass",
@@ -550,9 +570,9 @@ fn pass_word(p: Option<bool>) -> &'static str {
 
 fn score_line(e: &Evaluation) -> String {
     let mut t = format!(
-        "{} ({}) {}",
+        "{}{} {}",
         score(e.score.unwrap_or(0.0)),
-        e.quality_phase,
+        in_phase(&e.quality_phase),
         pass_word(e.passed)
     );
     if !e.failed_rules().is_empty() {
@@ -626,11 +646,14 @@ fn escalation_text(e: &Escalation) -> String {
 }
 
 /// At most `n` characters, with `…` when cut; newlines become spaces.
+/// `s` on one line (a line break as a space, other control characters escaped), at most `n`
+/// characters.
 pub(crate) fn clip(s: &str, n: usize) -> String {
     let one: String = s
         .chars()
         .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
         .collect();
+    let one = v(&one).into_owned();
     if one.chars().count() <= n {
         return one;
     }
@@ -639,11 +662,13 @@ pub(crate) fn clip(s: &str, n: usize) -> String {
     t
 }
 
-/// Safe inside a Markdown table cell.
+/// Safe inside a Markdown table cell (other control characters escaped).
 pub(crate) fn md(s: &str) -> String {
-    s.replace('\\', "\\\\")
+    let s = s
+        .replace('\\', "\\\\")
         .replace('|', "\\|")
-        .replace(['\n', '\r'], " ")
+        .replace(['\n', '\r'], " ");
+    v(&s).into_owned()
 }
 
 /// "1 event", "30 events".

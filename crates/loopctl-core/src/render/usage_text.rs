@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use crate::analysis::usage::UsageReport;
 use crate::decode::agent_usage::AgentUsage;
+use crate::render::visible;
 
 /// `1234 in, 56 out, 7 cache read, 8 cache write, $0.0123, 3 turns`: what is known.
 pub(crate) fn summary(u: &AgentUsage) -> String {
@@ -33,7 +34,7 @@ fn cost(c: f64) -> String {
 fn model(u: &AgentUsage) -> String {
     u.model
         .as_deref()
-        .map_or(String::new(), |m| format!(" ({m})"))
+        .map_or(String::new(), |m| format!(" ({})", visible(m)))
 }
 
 pub(crate) fn text(o: &mut String, r: &UsageReport) {
@@ -43,7 +44,7 @@ pub(crate) fn text(o: &mut String, r: &UsageReport) {
         let _ = writeln!(
             o,
             "  {:<w$}  {}{} ({} attempt{})",
-            p.name,
+            visible(&p.name),
             summary(&p.usage),
             model(&p.usage),
             p.attempts,

@@ -45,10 +45,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         ctx.note_one_of(&run, rebuilt.outcome.runs.len(), &s.run_id);
     }
     let o = &rebuilt.outcome;
-    let run_json_bad = matches!(
-        rebuilt.prior,
-        Prior::Damaged | Prior::Mismatch | Prior::Unreadable
-    ) || !rebuilt.differences.is_empty();
+    let run_json_bad = !rebuilt.run_json_agrees();
     let no_event = o.stats.events == 0;
     let clean = o.findings.is_empty() && !run_json_bad && !no_event;
     if a.json {
@@ -99,7 +96,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         text += &format!(
             "  events: {}\n",
             by.iter()
-                .map(|(e, n)| format!("{e} {n}"))
+                .map(|(e, n)| format!("{} {n}", loopctl_core::render::visible(e)))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -141,7 +138,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             .map_or("run.json".into(), |n| n.to_string_lossy());
         text += &format!("  {file}: {rj}\n");
         for d in &rebuilt.differences {
-            text += &format!("    {d}\n");
+            text += &format!("    {}\n", loopctl_core::render::visible(d));
         }
         let mut verdict = Vec::new();
         if no_event {

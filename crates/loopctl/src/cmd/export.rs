@@ -173,11 +173,14 @@ fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
         .filter(|p| p.is_file())
         .collect();
     let paths = ctx.inputs(ctx.paths_or_runs(&a.paths)?)?;
-    let logs = textfile::maybe_logs(&paths)?;
+    // `ExportError`'s message is whole: its source chain would say it a second time.
+    let whole = |e: textfile::ExportError| anyhow::anyhow!("{e}");
+    let logs = textfile::maybe_logs(&paths).map_err(whole)?;
     let options = a.series.options()?;
     let state = textfile::replay_with(&logs, options, &ctx.read, &mut |log, d| {
         output::warn(&loopctl_export::serve::damage_text(&log.log, &d));
-    })?;
+    })
+    .map_err(whole)?;
     let mut state = state;
     for n in state.take_notices() {
         output::note(&n);

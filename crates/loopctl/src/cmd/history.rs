@@ -19,7 +19,7 @@ use crate::{exit, output};
 /// repeating its run's last seq is reported on stderr and not shown, as replay skips it.
 #[derive(ClapArgs)]
 #[command(
-    after_help = "Examples:\n  loopctl history checkout-api              # the timeline of a run\n  loopctl history merged.jsonl --run-id r1  # one run of a log holding several\n  loopctl history --json | jq .event        # normalised events, any dialect"
+    after_help = "Examples:\n  loopctl --root examples history checkout-api  # a run's timeline, by alias\n  loopctl history merged.jsonl --run-id r1  # one run of a log holding several\n  loopctl history --json | jq .event        # normalised events, any dialect"
 )]
 pub struct Args {
     #[command(flatten)]

@@ -128,6 +128,11 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
     let run = RunRef::file(log);
     let opts = ctx.opts_for(&run);
     let mut outcome = rows(log, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // A log with no event: one empty row, named as `list ROOT` names it (docs/json.md).
+    let no_event = outcome.runs.is_empty();
+    if no_event {
+        outcome.runs.push(RunState::new(&run.name).into());
+    }
     let mut states: Vec<&mut RunState> = outcome.runs.iter_mut().map(|s| &mut **s).collect();
     salvage_max_iterations(&run, &mut states);
     let mut per_run: HashMap<&str, usize> = HashMap::new();
@@ -135,6 +140,7 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
     for f in &outcome.findings {
         match &f.run_id {
             Some(r) => *per_run.entry(r.as_str()).or_default() += 1,
+            None if no_event => *per_run.entry(&run.name).or_default() += 1,
             None => damaged += 1,
         }
     }
@@ -167,13 +173,10 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
             "{damaged} damaged line(s) in {log}; `loopctl check {log}` says where"
         ));
     }
-    if rows.is_empty() {
-        if json {
-            output::print("[]\n");
-        }
-        return Ok(super::no_event(log));
-    }
     let mut code = print_rows(&rows, log, json, ctx.read.threads);
+    if no_event {
+        code = code.map(|_| super::no_event(log));
+    }
     if ctx.strict && !outcome.findings.is_empty() && matches!(code, Ok(exit::OK)) {
         let n = outcome.findings.len();
         let log = log.display();
@@ -271,21 +274,21 @@ fn print_rows(rows: &[Row], root: &Path, json: bool, threads: usize) -> anyhow::
         } else {
             format!("{} ({})", r.status, r.stop.reason)
         };
-        t.add_row(vec![
+        t.add_row(output::row([
             r.name.to_string(),
             status,
             iter,
             r.last_score.map(output::score).unwrap_or_default(),
             r.updated_at.map(|t| t.to_string()).unwrap_or_default(),
-        ]);
+        ]));
     }
     output::print(&format!("{t}\n"));
     const NOTED: usize = 5;
     let interrupted: Vec<&Row> = rows.iter().filter(|r| r.resume.is_some()).collect();
     for r in interrupted.iter().take(NOTED) {
-        let name = r.name;
+        let name = loopctl_core::render::visible(r.name);
         output::note(&interrupted_note(
-            name,
+            &name,
             r.idle_ms,
             r.resume.unwrap_or_default(),
         ));

@@ -127,7 +127,7 @@ impl Ctx {
     pub fn select(&self, spec: Option<&str>, run_id: Option<&str>) -> anyhow::Result<RunRef> {
         let sel = discover::select(spec, run_id, &self.root)?;
         if let Some(why) = sel.explain() {
-            output::note(&why);
+            output::note(&loopctl_core::render::visible(&why));
         }
         Ok(sel.run)
     }
@@ -170,8 +170,9 @@ impl Ctx {
     pub fn note_one_of(&self, run: &RunRef, runs: usize, shown: &str) {
         if runs > 1 && run.run_id.is_none() {
             output::note(&format!(
-                "{} holds {runs} runs; showing {shown} (pick another with --run-id ID; `loopctl list {}` lists them)",
+                "{} holds {runs} runs; showing {} (pick another with --run-id ID; `loopctl list {}` lists them)",
                 run.log.display(),
+                loopctl_core::render::visible(shown),
                 run.log.display()
             ));
         }

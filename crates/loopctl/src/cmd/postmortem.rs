@@ -4,6 +4,7 @@ use clap::Args as ClapArgs;
 use loopctl_core::analysis::postmortem::{Format, Report, TIMELINE_EDGE};
 use loopctl_core::analysis::stagnation::assess;
 use loopctl_core::fold::trace::{Trace, Traces};
+use loopctl_core::render::run_row::EMPTY;
 use loopctl_store::snapshot::{folder_run, salvage_max_iterations};
 
 use super::Ctx;
@@ -68,6 +69,17 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let loaded = load_with(ctx, run, traces)?;
     let runs = &loaded.outcome.runs;
     if runs.is_empty() {
+        if format == Format::Json {
+            // JSON whatever the log holds: the report of a run with no event.
+            let empty = loopctl_core::RunState::new(&loaded.run.name);
+            let trace = Trace::default();
+            let (standing, _) = ctx.standing(&loaded.run, &empty, now(), &Default::default());
+            let verdict = assess(&trace, &a.config.config()?, Some(now()), standing.runner);
+            let mut report = Report::build(&empty, &trace, &verdict);
+            report.stop.running = false;
+            report.stop.status = EMPTY.to_string();
+            output::print(&report.render(format));
+        }
         return Ok(super::no_event(&loaded.run.log));
     }
     let state = match &loaded.run.run_id {

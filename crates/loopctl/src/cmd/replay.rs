@@ -11,7 +11,7 @@ use crate::output;
 /// summary table, and --run-id picks one.
 #[derive(ClapArgs)]
 #[command(
-    after_help = "Examples:\n  loopctl replay                            # the newest run under the root, as run.json\n  loopctl replay checkout-api --json         # a run by alias or id\n  loopctl replay runs/merged.jsonl --run-id r-20261120-093000"
+    after_help = "Examples:\n  loopctl replay                            # the newest run under the root, as run.json\n  loopctl --root examples replay checkout-api --json  # a run by alias or id (examples/damaged-run)\n  loopctl replay runs/merged.jsonl --run-id r-20261120-093000"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -55,7 +55,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             "UPDATED",
         ]);
         for s in runs.values() {
-            t.add_row(vec![
+            t.add_row(output::row([
                 s.run_id.clone(),
                 s.status.as_str().into(),
                 s.iteration.to_string(),
@@ -63,7 +63,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 s.score().map(output::score).unwrap_or_default(),
                 s.events.to_string(),
                 s.updated_at.map(|t| t.to_string()).unwrap_or_default(),
-            ]);
+            ]));
         }
         output::print(&format!("{t}\n"));
         output::note(&format!(

@@ -8,8 +8,9 @@ use anyhow::Context;
 use clap::Args as ClapArgs;
 use loopctl_core::analysis::stagnation::{Config, Reset, Verdict, assess};
 use loopctl_core::fold::trace::{Trace, Traces};
+use loopctl_core::render::visible;
 use loopctl_core::{Outcome, Replay, RunState};
-use loopctl_store::discover::{LOG_NAME, RunRef, list_runs};
+use loopctl_store::discover::{self, RunRef, list_runs};
 use loopctl_store::fold::{fold_file, fold_runs};
 use owo_colors::OwoColorize;
 use serde_json::json;
@@ -176,7 +177,7 @@ pub fn load_with(ctx: &Ctx, run: RunRef, traces: Traces) -> anyhow::Result<Loade
 fn runs_of(ctx: &Ctx, spec: Option<&str>) -> anyhow::Result<Result<Vec<RunRef>, PathBuf>> {
     if let Some(dir) = spec.map(Path::new)
         && dir.is_dir()
-        && !dir.join(LOG_NAME).is_file()
+        && discover::folder_log(dir).is_none()
     {
         let runs =
             list_runs(dir).with_context(|| format!("listing runs under {}", dir.display()))?;
@@ -208,11 +209,11 @@ pub fn verdict_text(
     let status = if state.stop.reason.is_empty() {
         condition.to_string()
     } else {
-        format!("{condition}: {}", state.stop.reason)
+        format!("{condition}: {}", visible(&state.stop.reason))
     };
     let mut o = format!(
         "{} {head}  ({status}; {})\n",
-        state.run_id.bold(),
+        visible(&state.run_id).bold(),
         log.display()
     );
     for f in &v.findings {
@@ -223,10 +224,14 @@ pub fn verdict_text(
         } else {
             "[-]".dimmed().to_string()
         };
-        o += &format!("  {mark} {:<16} {}\n", f.detector.name(), f.summary);
+        o += &format!(
+            "  {mark} {:<16} {}\n",
+            f.detector.name(),
+            visible(&f.summary)
+        );
         let ev = loopctl_core::analysis::postmortem::evidence(f);
         if f.triggered && !ev.is_empty() {
-            o += &format!("      {:<16} {}\n", "", ev.dimmed());
+            o += &format!("      {:<16} {}\n", "", visible(&ev).dimmed());
         }
     }
     o

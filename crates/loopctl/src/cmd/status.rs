@@ -15,7 +15,7 @@ use crate::output;
 /// completed, stopped or failed; docs/runner.md, "Run states", says what each means.
 #[derive(ClapArgs)]
 #[command(
-    after_help = "Examples:\n  loopctl status                            # the newest run under the root\n  loopctl status checkout-api --json         # a run by alias or id"
+    after_help = "Examples:\n  loopctl status                            # the newest run under the root\n  loopctl --root examples status checkout-api --json  # a run by alias or id (examples/damaged-run)"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -57,6 +57,29 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let rebuilt = ctx.rebuild(&run, true)?;
     let code = ctx.report_findings(&run, &rebuilt);
     let Some(s) = rebuilt.state.as_ref() else {
+        if a.json {
+            // list's empty row (docs/json.md): JSON whatever the log holds.
+            let empty = loopctl_core::RunState::new(&run.name);
+            let standing = ctx.standing(
+                &run,
+                &empty,
+                loopctl_store::clock::now(),
+                &Default::default(),
+            );
+            output::json_pretty(&StatusJson {
+                row: RunRow::of(
+                    &run.name,
+                    &empty,
+                    rebuilt.outcome.findings.len(),
+                    (&run.log, run.dir.as_deref()),
+                    None,
+                    (standing.0, None),
+                ),
+                current_step: None,
+                exit_reason: None,
+                current_json_stale: false,
+            });
+        }
         return Ok(super::no_event(&run.log));
     };
     ctx.note_one_of(&run, rebuilt.outcome.runs.len(), &s.run_id);
@@ -100,7 +123,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         } else {
             format!("{condition} ({})", s.stop.reason)
         };
-        t.add_row(vec![
+        t.add_row(output::row([
             s.run_id.clone(),
             status,
             iter,
@@ -108,10 +131,11 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             s.current_step.clone().unwrap_or_default(),
             s.score().map(output::score).unwrap_or_default(),
             s.updated_at.map(|t| t.to_string()).unwrap_or_default(),
-        ]);
+        ]));
         output::print(&format!("{t}\n"));
         if let Some(resume) = &resume {
-            output::note(&interrupted_note(&s.run_id, standing.idle_ms, resume));
+            let run = loopctl_core::render::visible(&s.run_id);
+            output::note(&interrupted_note(&run, standing.idle_ms, resume));
         }
         if stale_current {
             output::note(&format!(

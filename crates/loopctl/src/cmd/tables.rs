@@ -209,7 +209,7 @@ pub fn table_text(df: &DataFrame) -> String {
     let head: Vec<&str> = head.iter().map(String::as_str).collect();
     let mut t = output::table(&head);
     for r in rows {
-        t.add_row(r);
+        t.add_row(output::row(r));
     }
     format!("{t}\n")
 }

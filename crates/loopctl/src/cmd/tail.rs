@@ -1,21 +1,22 @@
 //! `loopctl tail`: follow live runs, one line per event, for people (`--json` for scripts).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
+use loopctl_core::Ts;
 use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::decode::event::{Event, Kind};
 use loopctl_core::decode::lines::Pos;
 use loopctl_core::fold::live_runs::LiveRuns;
-use loopctl_core::fold::replay::{Finding, FindingKind, seq_step};
+use loopctl_core::fold::replay::{Finding, FindingKind, SeqState};
 use loopctl_core::fold::{Damage, Line, Projection, feed};
-use loopctl_core::{Ts, parse_line};
-use loopctl_follow::{Follower, Item, Start, tail_offset};
-use loopctl_store::discover::{self, LOG_NAME};
+use loopctl_core::render::visible;
+use loopctl_follow::{Follower, Item, Start};
+use loopctl_store::discover;
 use loopctl_store::fold::fold_prefix;
 
 use super::Ctx;
@@ -46,7 +47,9 @@ phase's code for FAILED, 124 TIMEOUT, 130 KILLED/user_stop. Logs without an exit
 pub struct Args {
     /// Runs, log files or root folders to follow.
     targets: Vec<String>,
-    /// Start with the last N events of each log (after filters); read from the end of the file.
+    /// Start with the last N events of each log (after filters). The lines before them are
+    /// read too, not printed and not reported, so seqs are judged as replay judges them: a
+    /// line repeating its run's last seq is not printed, so not counted.
     #[arg(short = 'n', long, value_name = "N")]
     lines: Option<usize>,
     /// Start with events at or after TIME (RFC 3339) or this long ago (10m, 2h).
@@ -136,9 +139,6 @@ struct Log {
     runs: BTreeSet<String>,
     /// The one run of the log to follow, when RUN named it (a run id or alias).
     only: Option<String>,
-    /// Whether it is read from its start (or the part before the window was folded): else a
-    /// run's first event seen cannot be judged by its seq.
-    whole: bool,
 }
 
 struct Tail {
@@ -156,7 +156,7 @@ struct Tail {
     /// Longer lines are reported and skipped, as every reader does (`--max-line-bytes`).
     max_line: usize,
     /// Per log and run: events applied and last seq, for replay's seq checks.
-    seqs: HashMap<(usize, String), (u64, Option<u64>)>,
+    seqs: HashMap<(usize, String), SeqState>,
     /// Findings reported (`--strict` makes them exit 1).
     findings: usize,
 }
@@ -220,7 +220,7 @@ impl Tail {
         if self.logs[log].only.as_ref().is_some_and(|o| *o != key) {
             return;
         }
-        if self.seq_duplicate(log, pos, &key, ev.seq) {
+        if self.seq_duplicate(log, pos, &key, ev.seq, quiet) {
             return;
         }
         let new_iteration = self.runs.apply(&key, ev);
@@ -297,21 +297,24 @@ impl Tail {
         }
     }
 
-    /// Replay's seq checks for an event of run `key` of log `log`, its finding reported;
-    /// whether the event repeats the run's last seq (then it is not applied).
-    fn seq_duplicate(&mut self, log: usize, pos: Pos, key: &str, seq: Option<u64>) -> bool {
-        let whole = self.logs[log].whole;
-        let (count, last) = self
+    /// Replay's seq checks for an event of run `key` of log `log`, its finding reported
+    /// unless `quiet`; whether the event repeats the run's last seq (then it is not applied).
+    fn seq_duplicate(
+        &mut self,
+        log: usize,
+        pos: Pos,
+        key: &str,
+        seq: Option<u64>,
+        quiet: bool,
+    ) -> bool {
+        let step = self
             .seqs
             .entry((log, key.to_string()))
-            // Mid-file, a run's first event seen is not its first: no "first event" gap.
-            .or_insert((u64::from(!whole), None));
-        let step = seq_step(*count, *last, seq);
-        if !step.duplicate {
-            *count += 1;
-            *last = step.keep.or(seq).or(*last);
-        }
-        if let Some((kind, reason)) = step.finding {
+            .or_default()
+            .step(seq);
+        if let Some((kind, reason)) = step.finding
+            && !quiet
+        {
             self.damaged(log, pos, kind, &reason);
         }
         step.duplicate
@@ -339,7 +342,8 @@ impl Tail {
     }
 }
 
-/// The part of a log before the window tail prints, folded silently into the run states.
+/// The part of a log before the window tail prints, folded silently (nothing printed, nothing
+/// reported) into the run states and their seqs.
 struct Before<'t> {
     tail: &'t mut Tail,
     log: usize,
@@ -349,9 +353,72 @@ impl Projection for Before<'_> {
     fn event(&mut self, line: Line, ev: &Event<'_>) {
         self.tail.parsed(self.log, line.pos, &[], ev, true);
     }
-    fn damaged(&mut self, line: Line, damage: &Damage) {
-        let (kind, reason) = damage.finding(&line);
-        self.tail.damaged(self.log, line.pos, kind, &reason);
+}
+
+/// Where the last `n` events tail would print of a log begin, read from its start: only so
+/// can a run's seqs be judged as replay does (a line repeating the last seq is not printed,
+/// so not counted). An unterminated last line is not counted (a write under way).
+struct Window<'a> {
+    filter: &'a Filter,
+    log: &'a Log,
+    n: usize,
+    seqs: HashMap<String, SeqState>,
+    /// The starts of the last `n` events to print.
+    starts: VecDeque<Pos>,
+    /// Just after the last complete line.
+    end: Start,
+}
+
+impl Projection for Window<'_> {
+    fn event(&mut self, line: Line, ev: &Event<'_>) {
+        if !line.terminated {
+            return;
+        }
+        self.lines(line);
+        let key = ev.run_id.as_deref().unwrap_or(&self.log.name);
+        if self.log.only.as_deref().is_some_and(|o| o != key) {
+            return;
+        }
+        let seqs = match self.seqs.get_mut(key) {
+            Some(s) => s,
+            None => self.seqs.entry(key.to_string()).or_default(),
+        };
+        if seqs.step(ev.seq).duplicate || !self.filter.keep(ev) || self.n == 0 {
+            return;
+        }
+        if self.starts.len() == self.n {
+            self.starts.pop_front();
+        }
+        self.starts.push_back(line.pos);
+    }
+    fn damaged(&mut self, line: Line, _damage: &Damage) {
+        self.lines(line);
+    }
+    fn blank(&mut self, line: Line) {
+        self.lines(line);
+    }
+}
+
+impl Window<'_> {
+    fn lines(&mut self, line: Line) {
+        if line.terminated {
+            self.end = Start::Line {
+                offset: line.end(),
+                before: line.pos.line,
+            };
+        }
+    }
+
+    /// Where to start: the first of the last `n` events, the end when `n` is 0, else the start.
+    fn start(&self) -> Start {
+        match self.starts.front() {
+            _ if self.n == 0 => self.end,
+            Some(p) if self.starts.len() == self.n => Start::Line {
+                offset: p.offset,
+                before: p.line - 1,
+            },
+            _ => Start::Beginning,
+        }
     }
 }
 
@@ -369,7 +436,7 @@ fn targets(ctx: &Ctx, specs: &[String]) -> anyhow::Result<(Vec<Target>, Vec<Path
     }
     for spec in specs {
         let p = Path::new(spec);
-        if p.is_dir() && !p.join(LOG_NAME).is_file() {
+        if p.is_dir() && discover::folder_log(p).is_none() {
             for r in discover::list_runs(p).unwrap_or_default() {
                 files.push((r.log, r.name, None));
             }
@@ -443,18 +510,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             path: path.clone(),
             runs: BTreeSet::new(),
             only: only.clone(),
-            whole: true,
         };
         let max_line = ctx.read.max_line;
-        add_log(
-            &mut tail,
-            &mut follower,
-            path,
-            log,
-            first,
-            a.until_done,
-            max_line,
-        )?;
+        add_log(&mut tail, &mut follower, path, log, first, max_line)?;
         known.insert(path.clone());
     }
     let pump = |tail: &mut Tail, follower: &mut Follower| {
@@ -466,7 +524,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 text,
             } => tail.event(source, Pos { line, offset }, &text, true),
             Item::Notice { source, text } => {
-                output::note(&format!("{}: {text}", tail.logs[source].name))
+                output::note(&format!("{}: {text}", visible(&tail.logs[source].name)))
             }
             Item::Gone { .. } => {}
         });
@@ -528,24 +586,15 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             for root in &roots {
                 for r in discover::list_runs(root).unwrap_or_default() {
                     if known.insert(r.log.clone()) {
-                        output::note(&format!("new run {}", r.name));
+                        output::note(&format!("new run {}", visible(&r.name)));
                         let log = Log {
                             name: r.name.clone(),
                             path: r.log.clone(),
                             runs: BTreeSet::new(),
                             only: None,
-                            whole: true,
                         };
                         let max_line = ctx.read.max_line;
-                        add_log(
-                            &mut tail,
-                            &mut follower,
-                            &r.log,
-                            log,
-                            usize::MAX,
-                            false,
-                            max_line,
-                        )?;
+                        add_log(&mut tail, &mut follower, &r.log, log, usize::MAX, max_line)?;
                     }
                 }
             }
@@ -588,47 +637,38 @@ fn done_code(tail: &Tail, files: &[Target]) -> Option<i32> {
     tail.runs.done_code()
 }
 
-/// Adds a log: its last `first` matching events are printed, then it is followed. With
-/// `replay`, the part before those is applied silently so run states are complete.
+/// Adds a log: its last `first` matching events are printed, then it is followed. The part
+/// before those is applied silently, so run states (--until-done's verdict, the iteration
+/// headers) and seqs are those of the whole log.
 fn add_log(
     tail: &mut Tail,
     follower: &mut Follower,
     path: &Path,
     log: Log,
     first: usize,
-    replay: bool,
     max_line: usize,
 ) -> anyhow::Result<()> {
     let start = if first == usize::MAX {
-        0
+        Start::Beginning
     } else {
-        let f = &tail.filter;
-        let ours = |ev: &Event<'_>| {
-            log.only
-                .as_deref()
-                .is_none_or(|o| ev.run_id.as_deref().unwrap_or(&log.name) == o)
+        let mut window = Window {
+            filter: &tail.filter,
+            log: &log,
+            n: first,
+            seqs: HashMap::new(),
+            starts: VecDeque::new(),
+            end: Start::Beginning,
         };
-        tail_offset(path, first, |raw| {
-            std::str::from_utf8(raw)
-                .ok()
-                .and_then(|t| parse_line(t.trim_end_matches('\r')).ok())
-                .is_some_and(|ev| ours(&ev) && f.keep(&ev))
-        })
-        .with_context(|| format!("reading {}", path.display()))?
+        fold_prefix(path, u64::MAX, max_line, &mut window)?; // store errors name the file
+        window.start()
     };
     let index = tail.logs.len();
-    // Run states before the window: --until-done needs the verdict, the human format its
-    // iteration headers. --json and --raw need neither, so for them -n reads only the window.
-    let fold_before = start > 0 && (replay || tail.mode == Mode::Human);
-    tail.logs.push(Log {
-        whole: start == 0 || fold_before,
-        ..log
-    });
-    if fold_before {
+    tail.logs.push(log);
+    if let Start::Line { offset, .. } = start {
         let mut before = Before { tail, log: index };
-        fold_prefix(path, start, max_line, &mut before)?; // store errors name the file
+        fold_prefix(path, offset, max_line, &mut before)?;
     }
-    let source = follower.add(path, Start::At(start));
+    let source = follower.add(path, start);
     debug_assert_eq!(source, index);
     Ok(())
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use loopctl_core::decode::event::{Event, Kind};
+use loopctl_core::render::visible as v;
 use loopctl_core::{RunState, Status};
 use owo_colors::{AnsiColors, OwoColorize};
 use serde_json::Value;
@@ -38,9 +39,9 @@ pub fn iteration_header(run: &str, s: &RunState, color: AnsiColors) -> String {
         .max_iterations
         .map(|m| format!("/{m}"))
         .unwrap_or_default();
-    let mut h = format!("── {run} | Iteration {}{max}", s.iteration);
+    let mut h = format!("── {} | Iteration {}{max}", v(run), s.iteration);
     if let Some(p) = s.quality_phase() {
-        h.push_str(&format!(" | Phase {p}"));
+        h.push_str(&format!(" | Phase {}", v(p)));
     }
     if !s.score_history.is_empty() {
         let passed = s.score_history.last().and_then(|p| p.passed);
@@ -54,7 +55,7 @@ pub fn iteration_header(run: &str, s: &RunState, color: AnsiColors) -> String {
 }
 
 /// The event's line. `full_time` prints the whole RFC 3339 time (else the time of day),
-/// `seq` the event's `#seq`.
+/// `seq` the event's `#seq`. Text from the log is escaped (`visible`): one event, one line.
 pub fn human(
     ev: &Event<'_>,
     run: &str,
@@ -75,8 +76,8 @@ pub fn human(
         None => time,
     };
     let at = match (ev.iteration, ev.step.as_deref()) {
-        (Some(i), Some(step)) if i > 0 => format!("{i} {step}"),
-        (_, Some(step)) => step.to_string(),
+        (Some(i), Some(step)) if i > 0 => format!("{i} {}", v(step)),
+        (_, Some(step)) => v(step).into_owned(),
         (Some(i), None) => format!("it {i}"),
         _ => String::new(),
     };
@@ -91,7 +92,7 @@ pub fn human(
             detail.push(if reason == "end_turn" {
                 "ok".green().to_string()
             } else {
-                reason.red().to_string()
+                v(reason).red().to_string()
             });
             if let Some(c) = get("exit_code") {
                 detail.push(format!("exit {c}"));
@@ -100,11 +101,11 @@ pub fn human(
                 detail.push(format!("{:.1}s", ms as f64 / 1000.0));
             }
             if let Some(m) = get("marker") {
-                let d = m.get("directive").and_then(Value::as_str).unwrap_or("");
+                let d = v(m.get("directive").and_then(Value::as_str).unwrap_or(""));
                 let l = m
                     .get("label")
                     .and_then(Value::as_str)
-                    .map(|l| format!(" | {l}"))
+                    .map(|l| format!(" | {}", v(l)))
                     .unwrap_or_default();
                 detail.push(format!("<|workflow: {d}{l}|>").bold().to_string());
             }
@@ -119,20 +120,20 @@ pub fn human(
                 None => {}
             }
             if let Some(f) = ev.facts.failed.as_ref().filter(|f| !f.is_empty()) {
-                detail.push(format!("failed: {}", f.join(",")));
+                detail.push(format!("failed: {}", v(&f.join(","))));
             }
         }
         Kind::Stopped | Kind::Failed => {
             detail.push(
-                format!("{} ({})", s.status.as_str(), s.stop.reason)
+                format!("{} ({})", s.status.as_str(), v(&s.stop.reason))
                     .bold()
                     .to_string(),
             );
             if let Some(l) = &s.exit_label {
-                detail.push(l.clone());
+                detail.push(v(l).into_owned());
             }
             if let Some(e) = s.last_error.as_ref().filter(|_| s.status == Status::Failed) {
-                detail.push(e.red().to_string());
+                detail.push(v(e).red().to_string());
             }
         }
         Kind::PhaseRetry => {
@@ -144,29 +145,30 @@ pub fn human(
         }
         Kind::PhaseError => {
             if let Some(e) = &s.last_error {
-                detail.push(e.red().to_string());
+                detail.push(v(e).red().to_string());
             }
         }
         Kind::PhaseSwitched => {
             if let Some(t) = get("to_phase").and_then(Value::as_str) {
-                detail.push(format!("→ {t}"));
+                detail.push(format!("→ {}", v(t)));
             }
         }
         _ => {
             if let Some(st) = ev.status.as_deref() {
-                detail.push(st.to_string());
+                detail.push(v(st).into_owned());
             }
         }
     }
+    let name = v(&ev.name);
     let name = if ev.kind.is_milestone() {
-        ev.name.bold().to_string()
+        name.bold().to_string()
     } else {
-        ev.name.to_string()
+        name.into_owned()
     };
     format!(
         "{} {} {:<14} {:<18} {}",
         time.dimmed(),
-        run.color(color),
+        v(run).color(color),
         at,
         name,
         detail.join("  ")

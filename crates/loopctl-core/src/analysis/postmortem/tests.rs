@@ -307,3 +307,26 @@ fn a_long_score_trajectory_shows_its_ends_and_a_bounded_sparkline() {
     let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap_or_default();
     assert_eq!(v["scores"]["points"].as_array().map(Vec::len), Some(500));
 }
+
+#[test]
+fn created_and_updated_at_are_the_first_and_last_event_in_file_order_as_in_run_json() {
+    // The clock went backwards: the last event is stamped before the first.
+    let log = concat!(
+        r#"{"ts":"2026-03-01T10:00:00Z","run_id":"b-20260301-100000","iteration":1,"phase":"A","step":"INIT","event":"run_started","payload":{}}"#,
+        "\n",
+        r#"{"ts":"2026-03-01T09:00:00Z","run_id":"b-20260301-100000","iteration":1,"phase":"A","step":"EVALUATE","event":"evaluation_done","payload":{"score":0.5}}"#,
+        "\n",
+        r#"{"ts":"2026-03-01T09:30:00Z","run_id":"b-20260301-100000","iteration":1,"phase":"A","step":"STOP","event":"stopped","payload":{"reason":"user_stop"}}"#,
+        "\n",
+    );
+    let state = &crate::replay_bytes("t", log.as_bytes()).runs["b-20260301-100000"];
+    let r = report(log);
+    assert_eq!(r.stop.started_at, state.created_at);
+    assert_eq!(r.stop.last_event_at, state.updated_at);
+    assert_eq!(
+        r.stop.last_event_at.map(|t| t.to_string()).as_deref(),
+        Some("2026-03-01T09:30:00.000Z")
+    );
+    // No wall time from a clock that went backwards (not 0).
+    assert_eq!(r.stop.wall_ms, None);
+}

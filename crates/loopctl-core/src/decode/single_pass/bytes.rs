@@ -83,7 +83,14 @@ pub(super) fn string_end(b: &[u8], mut j: usize) -> Option<(usize, bool)> {
 
 /// The end of the number at `i` (the reference's grammar).
 #[inline(always)]
-pub(super) fn number_end(b: &[u8], mut i: usize) -> Option<usize> {
+pub(super) fn number_end(b: &[u8], i: usize) -> Option<usize> {
+    let end = number_end_unchecked(b, i)?;
+    // Beyond f64: the reference parser names the error.
+    (!crate::decode::json_scanner::out_of_range(&b[i..end])).then_some(end)
+}
+
+#[inline(always)]
+fn number_end_unchecked(b: &[u8], mut i: usize) -> Option<usize> {
     if b.get(i) == Some(&b'-') {
         i += 1;
     }

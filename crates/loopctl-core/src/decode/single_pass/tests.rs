@@ -28,7 +28,7 @@ const LINES: &[&str] = &[
     r#"{"ts":"x","run_id":"b","seq":1,"iteration":1,"phase":"A","step":"S","event":"e","status":"ok","payload":{}}}"#,
     r#"{"ts":"2026-02-18T12:01:06.364Z","run_id":"r","seq":5,"event":"critique_done","payload":{"notes":"Missing validation on \"title\" field\nsee rule r4 \u00e9","usage":{"input_tokens":5,"output_tokens":7,"usage":{"score":1}}}}"#,
     r#" { "event" : "stopped" , "run_id" : 1 , "run_id" : "b\u00e9" , "session_id":"s", "payload" : null , "seq": -0, "iteration": 3.0 } "#,
-    r#"{"event":"stopped","payload":{"reason":"user_stop - x","failed":[1,"a",null,["b"]],"warnings":"no","fail_count":1e2,"to":18446744073709551616,"tokens_in":-1,"score":1e400,"passed":"yes","threshold":true}}"#,
+    r#"{"event":"stopped","payload":{"reason":"user_stop - x","failed":[1,"a",null,["b"]],"warnings":"no","fail_count":1e2,"to":18446744073709551616,"tokens_in":-1,"score":1e300,"passed":"yes","threshold":true}}"#,
     r#"{"event":"x","session_id":"ses","ts":1715000000000,"status":["a"],"phase":{"a":[]}}"#,
     r#"{"event":"avenor.phase.end","run_id":"a"}"#,
     r#"{"v":"1","event":"a.b","ts":"bad"}"#,
@@ -467,4 +467,135 @@ fn rule_ids_borrow_from_the_line_until_owned() {
             .flatten()
             .all(|s| matches!(s, Cow::Owned(_)))
     );
+}
+
+/// A number beyond f64 (`1e400`) makes the line damaged, as serde_json refuses it, in both
+/// parsers: a score is never infinite (replay printed null, status `inf`), and every reader
+/// reports the line.
+#[test]
+fn a_number_beyond_f64_is_a_damaged_line_wherever_it_is() {
+    let lines = [
+        r#"{"event":"evaluation_done","payload":{"score":1e400}}"#,
+        r#"{"event":"evaluation_done","payload":{"score":-1E+400,"passed":true}}"#,
+        r#"{"event":"evaluation_done","payload":{"threshold":1e999}}"#,
+        r#"{"event":"note","payload":{"x":[1,{"y":2e308}]}}"#,
+        r#"{"event":"note","iteration":1e400}"#,
+    ];
+    for line in lines {
+        assert!(
+            serde_json::from_str::<serde_json::Value>(line).is_err(),
+            "{line}"
+        );
+        let e = crate::decode::parse_line(line).expect_err(line);
+        assert!(e.to_string().contains("number out of range"), "{line}: {e}");
+        assert!(parse_line_fast(line).is_none(), "{line}");
+        assert!(agrees(line), "{line}");
+    }
+    // Large but finite numbers stay numbers.
+    let ok = r#"{"event":"evaluation_done","payload":{"score":1e300,"to":1e308}}"#;
+    assert_eq!(
+        crate::decode::parse_line(ok).unwrap().facts.score,
+        Some(1e300)
+    );
+}
+
+/// What serde_json's `Value` makes of a line: a repeated key keeps its last value. The run is
+/// `run_id` if that is a string, else `session_id` if that is one.
+#[derive(Debug, PartialEq)]
+struct ByValue {
+    name: Option<String>,
+    run: Option<String>,
+    seq: Option<u64>,
+    phase: Option<String>,
+    status: Option<String>,
+    score: Option<f64>,
+    payload: serde_json::Value,
+}
+
+fn by_value(line: &str) -> ByValue {
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
+    let payload = v.get("payload").cloned().unwrap_or_default();
+    ByValue {
+        name: text("event"),
+        run: text("run_id").or_else(|| text("session_id")),
+        seq: v.get("seq").and_then(|x| x.as_u64()),
+        phase: text("phase"),
+        status: text("status"),
+        score: payload.get("score").and_then(|x| x.as_f64()),
+        payload,
+    }
+}
+
+fn by_event(ev: &Event<'_>) -> ByValue {
+    ByValue {
+        name: Some(ev.name.to_string()),
+        run: ev.run_id.as_deref().map(str::to_string),
+        seq: ev.seq,
+        phase: ev.phase.as_deref().map(str::to_string),
+        status: ev.status.as_deref().map(str::to_string),
+        score: ev.facts.score,
+        payload: ev.payload_value(),
+    }
+}
+
+/// Each parser, the run key included, reads a line with repeated keys as `Value` does.
+fn repeated_keys_agree(line: &str) -> Result<(), String> {
+    let want = by_value(line);
+    let reference = parse_line_reference(line);
+    if reference.is_ok() != want.name.is_some() {
+        return Err(format!("{line}: {reference:?} for {want:?}"));
+    }
+    let key = run_key(line).map_err(|e| format!("{line}: {e}"))?;
+    if key.as_deref() != want.run.as_deref() {
+        return Err(format!("{line}: run_key {key:?}, want {:?}", want.run));
+    }
+    if let Some(k) = run_key_fast(line.as_bytes())
+        && k != want.run.as_deref().map(str::as_bytes)
+    {
+        return Err(format!("{line}: run_key_fast {k:?}, want {:?}", want.run));
+    }
+    let Ok(ev) = reference else { return Ok(()) };
+    for (who, ev) in [("reference", Some(ev)), ("fast", parse_line_fast(line))] {
+        if let Some(ev) = ev
+            && by_event(&ev) != want
+        {
+            return Err(format!("{line}: {who} {:?}, want {want:?}", by_event(&ev)));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_repeated_key_takes_its_last_value_in_both_parsers() {
+    for line in [
+        r#"{"event":"e","run_id":"first","run_id":"last"}"#,
+        r#"{"run_id":"first","event":"e","seq":1,"payload":{"score":0.5},"run_id":"last"}"#,
+        r#"{"ts":"2026-02-18T12:01:04.798Z","run_id":"a","seq":4,"event":"e","run_id":"b"}"#,
+        r#"{"event":"e","run_id":"a","run_id":1}"#,
+        r#"{"event":"e","run_id":"a","run_id":null,"session_id":"s"}"#,
+        r#"{"event":"e","session_id":"s1","session_id":"s2"}"#,
+        r#"{"event":"e","run_id":"a","run\u005fid":"b"}"#,
+        r#"{"event":"e","payload":{"score":0.5},"payload":{"passed":true}}"#,
+        r#"{"event":"e","payload":{"score":0.5,"score":0.75}}"#,
+        r#"{"event":"e","event":"f","seq":1,"seq":"x","phase":"A","phase":"B"}"#,
+    ] {
+        repeated_keys_agree(line).unwrap();
+    }
+}
+
+proptest! {
+    /// Any envelope, keys repeated in any order, is read as `Value` reads it.
+    #[test]
+    fn repeated_envelope_keys_are_read_as_value_reads_them(members in prop::collection::vec((
+        prop::sample::select(vec!["event", "run_id", "session_id", "seq", "phase", "status", "payload", "v"]),
+        prop::sample::select(vec![
+            "\"e\"", "\"stopped\"", "\"run-1\"", "\"run-2\"", "0", "7", "null", "true",
+            "{\"score\":0.5}", "{\"score\":0.25,\"score\":\"x\"}", "{\"passed\":true}", "[1]",
+        ]),
+    ), 1..8)) {
+        let body: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        let line = format!("{{{}}}", body.join(","));
+        prop_assert!(repeated_keys_agree(&line).is_ok(), "{:?}", repeated_keys_agree(&line));
+    }
 }
