@@ -22,15 +22,21 @@ pub struct Scanner<'a> {
 
 type R<T> = Result<T, JsonError>;
 
-/// Whether a number literal (valid JSON) is beyond f64, as `1e400`: `serde_json` refuses the
-/// line ("number out of range"), so the scanner does, and a score can never be infinite. Only
-/// a literal with an exponent or over 300 bytes can be: others are not parsed.
-pub(crate) fn out_of_range(lit: &[u8]) -> bool {
-    (lit.len() > 300 || lit.iter().any(|c| matches!(c, b'e' | b'E')))
-        && std::str::from_utf8(lit)
-            .ok()
-            .and_then(|t| t.parse::<f64>().ok())
-            .is_some_and(f64::is_infinite)
+/// Whether a number literal (valid JSON; `exponent`: it has one) is beyond f64, as `1e400`:
+/// `serde_json` refuses the line ("number out of range"), so the scanners do, and a score can
+/// never be infinite. Only a literal with an exponent or over 300 bytes can be: the others are
+/// not parsed (the scanners know whether they read an exponent: no second look at the bytes).
+#[inline(always)]
+pub(crate) fn out_of_range(lit: &[u8], exponent: bool) -> bool {
+    (exponent || lit.len() > 300) && beyond_f64(lit)
+}
+
+#[cold]
+fn beyond_f64(lit: &[u8]) -> bool {
+    std::str::from_utf8(lit)
+        .ok()
+        .and_then(|t| t.parse::<f64>().ok())
+        .is_some_and(f64::is_infinite)
 }
 
 impl<'a> Scanner<'a> {
@@ -225,7 +231,8 @@ impl<'a> Scanner<'a> {
                 return self.err("invalid number");
             }
         }
-        if let Some(b'e' | b'E') = b.get(i) {
+        let exponent = matches!(b.get(i), Some(b'e' | b'E'));
+        if exponent {
             i += 1;
             if let Some(b'+' | b'-') = b.get(i) {
                 i += 1;
@@ -235,7 +242,7 @@ impl<'a> Scanner<'a> {
                 return self.err("invalid number");
             }
         }
-        if out_of_range(&b[start..i]) {
+        if out_of_range(&b[start..i], exponent) {
             self.pos = start;
             return self.err("number out of range");
         }

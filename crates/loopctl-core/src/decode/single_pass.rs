@@ -10,6 +10,9 @@
 //! values and payload facts in place; `bytes` finds the ends of strings, numbers and values.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 
 use super::event::{Dialect, Event, Facts, Kind};
 use super::json_scanner::find_special;
@@ -296,13 +299,16 @@ pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a
 /// one of its letters (a key so written is the same key). Only a cheap search: the caller
 /// falls back to the whole read when it says yes.
 fn may_name_run_id(rest: &[u8]) -> bool {
-    memchr::memmem::find(rest, b"run_id").is_some()
-        || memchr::memmem::find_iter(rest, b"\\u00").any(|at| {
-            rest.get(at + 4..at + 6).is_some_and(|hex| {
-                matches!(
-                    hex.to_ascii_lowercase().as_slice(),
-                    b"72" | b"75" | b"6e" | b"5f" | b"69" | b"64"
-                )
+    // Built once: a searcher built per call cost more than the routing it guards.
+    static RUN_ID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"run_id"));
+    RUN_ID.find(rest).is_some()
+        || memchr::memchr_iter(b'\\', rest).any(|at| {
+            rest.get(at + 1..at + 6).is_some_and(|esc| {
+                esc.starts_with(b"u00")
+                    && matches!(
+                        esc[3..].to_ascii_lowercase().as_slice(),
+                        b"72" | b"75" | b"6e" | b"5f" | b"69" | b"64"
+                    )
             })
         })
 }

@@ -83,14 +83,15 @@ pub(super) fn string_end(b: &[u8], mut j: usize) -> Option<(usize, bool)> {
 
 /// The end of the number at `i` (the reference's grammar).
 #[inline(always)]
-pub(super) fn number_end(b: &[u8], i: usize) -> Option<usize> {
-    let end = number_end_unchecked(b, i)?;
+pub(super) fn number_end(b: &[u8], start: usize) -> Option<usize> {
+    let (end, exponent) = number_end_unchecked(b, start)?;
     // Beyond f64: the reference parser names the error.
-    (!crate::decode::json_scanner::out_of_range(&b[i..end])).then_some(end)
+    (!crate::decode::json_scanner::out_of_range(&b[start..end], exponent)).then_some(end)
 }
 
+/// The end of the number at `i`, and whether it has an exponent.
 #[inline(always)]
-fn number_end_unchecked(b: &[u8], mut i: usize) -> Option<usize> {
+fn number_end_unchecked(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
     if b.get(i) == Some(&b'-') {
         i += 1;
     }
@@ -106,7 +107,8 @@ fn number_end_unchecked(b: &[u8], mut i: usize) -> Option<usize> {
             n => i += n,
         }
     }
-    if let Some(b'e' | b'E') = b.get(i) {
+    let exponent = matches!(b.get(i), Some(b'e' | b'E'));
+    if exponent {
         i += 1;
         if let Some(b'+' | b'-') = b.get(i) {
             i += 1;
@@ -116,7 +118,7 @@ fn number_end_unchecked(b: &[u8], mut i: usize) -> Option<usize> {
             n => i += n,
         }
     }
-    Some(i)
+    Some((i, exponent))
 }
 
 pub(super) const ONES: u64 = 0x0101_0101_0101_0101;
