@@ -10,9 +10,6 @@
 //! values and payload facts in place; `bytes` finds the ends of strings, numbers and values.
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
-
-use memchr::memmem::Finder;
 
 use super::event::{Dialect, Event, Facts, Kind};
 use super::json_scanner::find_special;
@@ -295,30 +292,13 @@ pub(crate) fn parse_into<'a, const FACTS: bool>(line: &'a str, ev: &mut Event<'a
     Some(())
 }
 
-/// Whether `rest` may hold a `run_id` key: the name written plainly, or a `\u00XX` escape of
-/// one of its letters (a key so written is the same key). Only a cheap search: the caller
-/// falls back to the whole read when it says yes.
-fn may_name_run_id(rest: &[u8]) -> bool {
-    // Built once: a searcher built per call cost more than the routing it guards.
-    static RUN_ID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"run_id"));
-    RUN_ID.find(rest).is_some()
-        || memchr::memchr_iter(b'\\', rest).any(|at| {
-            rest.get(at + 1..at + 6).is_some_and(|esc| {
-                esc.starts_with(b"u00")
-                    && matches!(
-                        esc[3..].to_ascii_lowercase().as_slice(),
-                        b"72" | b"75" | b"6e" | b"5f" | b"69" | b"64"
-                    )
-            })
-        })
-}
-
 /// `reference_parser::run_key` over raw bytes, for lines whose run comes early and plainly: the
-/// `run_id` string, when the rest of the line cannot hold another `run_id` key (the last one
-/// wins), or `Some(None)` for an object without `run_id`. `None` (session ids, escapes,
-/// containers before the run id, a possible second `run_id`, anything invalid) sends the line
-/// to `run_key`. The line need not be UTF-8: a line that is not is reported as damaged by
-/// whichever shard gets it.
+/// first `run_id` string, or `Some(None)` for an object without `run_id`. `None` (session ids,
+/// escapes, containers before the run id, anything invalid) sends the line to `run_key`. A line
+/// that names `run_id` again (the last one wins) is not looked for: searching every line cost
+/// more than the routing, and the fold driver checks each event's run against the shard it was
+/// sent to (`replay::shard_of_event`), folding the log again in one pass if one is not. The
+/// line need not be UTF-8: a line that is not is reported as damaged by whichever shard gets it.
 pub(crate) fn run_key_fast(line: &[u8]) -> Option<Option<&[u8]>> {
     let b = line;
     // aif-loop's shape, `{"ts":"..","run_id":"..`: two literals and two string scans.
@@ -329,7 +309,7 @@ pub(crate) fn run_key_fast(line: &[u8]) -> Option<Option<&[u8]>> {
         {
             let end = find_special(run, 0);
             if run.get(end) == Some(&b'"') {
-                return (!may_name_run_id(&run[end..])).then_some(Some(&run[..end]));
+                return Some(Some(&run[..end]));
             }
         }
     }
@@ -369,8 +349,7 @@ pub(crate) fn run_key_fast(line: &[u8]) -> Option<Option<&[u8]>> {
         match (key, *b.get(i)?) {
             (b"session_id", _) => return None,
             (b"run_id", b'"') => {
-                let id = plain(&mut i)?;
-                return (!may_name_run_id(&b[i..])).then_some(Some(id));
+                return Some(Some(plain(&mut i)?));
             }
             (_, b'"') => {
                 plain(&mut i)?;

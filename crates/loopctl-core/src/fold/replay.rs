@@ -273,6 +273,16 @@ pub struct Replay {
     states: bool,
 }
 
+/// The shard `route` sends an event's line to, from the event as parsed: the fold driver checks
+/// each event against the shard it was sent to (`run_key_fast` takes a line's first `run_id`,
+/// the parsed event its last).
+pub fn shard_of_event(default_run: &str, run: Option<&str>, shards: u64) -> u64 {
+    if shards <= 1 {
+        return 0;
+    }
+    shard_of(run.unwrap_or(default_run), shards)
+}
+
 fn shard_of(key: &str, shards: u64) -> u64 {
     shard_of_bytes(key.as_bytes(), shards)
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use loopctl_core::decode::lines::Pos;
-use loopctl_core::fold::replay::route;
+use loopctl_core::fold::replay::{route, shard_of_event};
 use loopctl_core::fold::{Chunked, Line, Projection, Split, feed, feed_oversize};
 use rayon::prelude::*;
 
@@ -259,8 +259,53 @@ fn route_chunk(bytes: Bytes, start: u64, opts: &ReadOptions, shards: usize) -> R
     }
 }
 
-/// Feeds shard `s`'s lines of one chunk, whose first line is line `base + 1`.
-fn apply_chunk<P: Projection>(p: &mut P, s: usize, base: u64, r: &Routed) {
+/// A shard's projection, told each event after a look at whether its run is this shard's: a
+/// line that names `run_id` twice is routed by its first (`run_key_fast`), its event is of its
+/// last.
+struct Checked<'a, P> {
+    p: &'a mut P,
+    shard: u64,
+    shards: u64,
+    default_run: &'a str,
+    misrouted: &'a AtomicBool,
+}
+
+impl<P: Projection> Projection for Checked<'_, P> {
+    fn wants_facts(&self) -> bool {
+        self.p.wants_facts()
+    }
+    fn event(&mut self, line: Line, ev: &loopctl_core::Event<'_>) {
+        let run = ev.run_id.as_deref();
+        if shard_of_event(self.default_run, run, self.shards) != self.shard {
+            self.misrouted.store(true, Ordering::Relaxed);
+        }
+        self.p.event(line, ev);
+    }
+    fn damaged(&mut self, line: Line, damage: &loopctl_core::fold::Damage) {
+        self.p.damaged(line, damage);
+    }
+    fn blank(&mut self, line: Line) {
+        self.p.blank(line);
+    }
+}
+
+/// Feeds shard `s`'s lines of one chunk, whose first line is line `base + 1`; an event whose
+/// run is another shard's sets `misrouted`.
+fn apply_chunk<P: Projection>(
+    p: &mut P,
+    s: usize,
+    base: u64,
+    r: &Routed,
+    opts: &ReadOptions,
+    misrouted: &AtomicBool,
+) {
+    let p = &mut Checked {
+        p,
+        shard: s as u64,
+        shards: r.items.len() as u64,
+        default_run: &opts.default_run,
+        misrouted,
+    };
     let b: &[u8] = &r.bytes;
     for it in &r.items[s] {
         let pos = Pos {
@@ -292,7 +337,9 @@ fn apply_chunk<P: Projection>(p: &mut P, s: usize, base: u64, r: &Routed) {
 /// phases: routing a chunk hands it to every shard that waits for it, and a shard that has
 /// applied a chunk goes on to its next one if it is routed; a chunk applied by every shard
 /// frees its slot for the next chunk to route. No thread waits for a slow one, and at most
-/// `window` chunks are in memory.
+/// `window` chunks are in memory. `Err(p)`, `p` untouched, when an event reached a shard not
+/// its run's (a line naming `run_id` twice, see `Checked`): the caller folds the log in one
+/// pass instead.
 pub(crate) fn by_run<P: Split>(
     path: &Path,
     chunks: &[(u64, u64)],
@@ -300,7 +347,7 @@ pub(crate) fn by_run<P: Split>(
     opts: &ReadOptions,
     threads: usize,
     mut p: P,
-) -> Result<P> {
+) -> Result<std::result::Result<P, P>> {
     let count = threads.max(1) * SHARDS_PER_THREAD;
     let window = (WINDOW_PER_THREAD * threads.max(1))
         .min(chunks.len())
@@ -312,6 +359,7 @@ pub(crate) fn by_run<P: Split>(
         opts,
         chunks,
         shards: (0..count).map(|_| Mutex::new(p.fork())).collect(),
+        misrouted: AtomicBool::new(false),
         sched: Mutex::new(Sched {
             slots: (0..window).map(|_| None).collect(),
             next_route: window,
@@ -330,6 +378,9 @@ pub(crate) fn by_run<P: Split>(
     if let Some(e) = lock(run.sched.into_inner()).failed {
         return Err(e);
     }
+    if run.misrouted.into_inner() {
+        return Ok(Err(p));
+    }
     let mut shards: Vec<P> = run
         .shards
         .into_iter()
@@ -339,7 +390,7 @@ pub(crate) fn by_run<P: Split>(
     for s in shards {
         p.join(s);
     }
-    Ok(p)
+    Ok(Ok(p))
 }
 
 /// Chunks in flight per thread in a fold split by run: few, so that a chunk's bytes are still
@@ -354,6 +405,8 @@ struct ByRun<'a, P> {
     opts: &'a ReadOptions,
     chunks: &'a [(u64, u64)],
     shards: Vec<Mutex<P>>,
+    /// Some event reached a shard not its run's (`Checked`).
+    misrouted: AtomicBool,
     sched: Mutex<Sched>,
 }
 
@@ -450,7 +503,8 @@ impl<'a, P: Split> ByRun<'a, P> {
         base: u64,
         r: Arc<Routed>,
     ) {
-        apply_chunk(&mut *lock(self.shards[s].lock()), s, base, &r);
+        let shard = &mut *lock(self.shards[s].lock());
+        apply_chunk(shard, s, base, &r, self.opts, &self.misrouted);
         drop(r);
         let mut g = lock(self.sched.lock());
         if g.applied(s, c) && g.failed.is_none() && g.next_route < self.chunks.len() {

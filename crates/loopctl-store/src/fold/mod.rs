@@ -115,9 +115,16 @@ fn fold_parallel<P: Split>(
         fold_between(path, start, u64::MAX, opts.max_line, &mut p)?;
         return Ok(p);
     };
-    on_threads(threads, || {
+    match on_threads(threads, || {
         chunks::by_run(path, &chunks, start.line, opts, threads, p)
-    })
+    })? {
+        Ok(p) => Ok(p),
+        // An event was sent to a shard not its run's (a line naming `run_id` twice): one pass.
+        Err(mut p) => {
+            fold_between(path, start, u64::MAX, opts.max_line, &mut p)?;
+            Ok(p)
+        }
+    }
 }
 
 /// Folds the log at `path` through `p` a chunk at a time (`Chunked`), the chunks read on

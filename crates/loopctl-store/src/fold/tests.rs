@@ -33,6 +33,13 @@ pub(crate) fn line(kind: u8, run: u8, seq: u32) -> Vec<u8> {
             format!(r#"{{"v":1,"event":"stopped","seq":{seq},"payload":{{"reason":"user_stop"}}}}"#)
                 .into_bytes()
         }
+        // `run_id` twice: the event is the last one's run, the fast run key reads the first.
+        8 => format!(
+            r#"{},"run_id":"r{}-20260218-120000"}}"#,
+            &ev[..ev.len() - 1],
+            (run + 1) % 5
+        )
+        .into_bytes(),
         _ => ev.into_bytes(),
     }
 }
@@ -96,7 +103,7 @@ fn five_runs(dir: &Path) -> Vec<RunRef> {
         std::fs::create_dir(&folder).unwrap();
         let mut bytes = Vec::new();
         for seq in 0..(10 + u32::from(r)) {
-            bytes.extend(line(8, r, seq));
+            bytes.extend(line(9, r, seq));
             bytes.push(b'\n');
         }
         std::fs::write(folder.join("history.jsonl"), &bytes).unwrap();
@@ -158,7 +165,7 @@ fn fold_runs_gives_each_log_its_own_fold_in_order() {
         std::fs::create_dir(&folder).unwrap();
         let mut bytes = Vec::new();
         for seq in 0..(10 + u32::from(r)) {
-            bytes.extend(line(8, r, seq));
+            bytes.extend(line(9, r, seq));
             bytes.push(b'\n');
         }
         std::fs::write(folder.join("history.jsonl"), &bytes).unwrap();
@@ -239,7 +246,7 @@ proptest! {
 fn a_resumed_run_continues_in_the_shard_given_its_lines() {
     let mut bytes = Vec::new();
     for seq in 0..300 {
-        bytes.extend(line(8, 1, seq));
+        bytes.extend(line(9, 1, seq));
         bytes.push(b'\n');
     }
     let dir = tempfile::tempdir().unwrap();
@@ -276,7 +283,7 @@ fn fold_paths_folds_a_file_a_run_folder_and_a_root_with_their_damaged_lines() {
     };
     let mut ok = Vec::new();
     for seq in 1..=3 {
-        ok.extend(line(8, 1, seq));
+        ok.extend(line(9, 1, seq));
         ok.push(b'\n');
     }
     let mut damaged = ok.clone();
