@@ -133,8 +133,9 @@ impl<R: FnMut(Damage)> Projection for Lines<'_, R> {
                 (damage_kind(line.terminated), reason.clone())
             }
         };
-        // A torn tail read again, still torn, was counted when first seen.
-        if seen && kind == FindingKind::TornTail {
+        // A torn tail read again, still torn or ended damaged, is the line counted (and
+        // reported) when first seen: one finding per line.
+        if seen {
             return;
         }
         self.m.finding(feed.source, kind, 1);

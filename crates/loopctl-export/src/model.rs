@@ -783,12 +783,15 @@ impl MetricState {
             .sum()
     }
 
-    /// Loops with at least one run, for the `loopctl_runs` zeros.
+    /// Loops that have had a run, for the closed-set zeros (`loopctl_runs`,
+    /// `loopctl_runs_finished_total`): a loop whose logs were deleted stays known, as its
+    /// counters stay.
     pub fn loops(&self) -> BTreeSet<&str> {
-        // Every run adds 1 to `loopctl_runs` under its loop: read off the series, O(series).
+        // Every run adds 1 to `loopctl_runs_started_total` under its loop, and a counter never
+        // goes down: read off the series, O(series).
         self.totals
             .keys()
-            .filter(|k| k.0 == Metric::Runs)
+            .filter(|k| k.0 == Metric::RunsStarted)
             .filter_map(|k| k.1.first().map(String::as_str))
             .collect()
     }

@@ -815,3 +815,25 @@ fn an_aif_loop_step_is_observed_once_when_it_is_over() {
     );
     assert_eq!(count(&m, Metric::Phases, &["a", "DONE", "end_turn"]), 1.0);
 }
+
+/// A torn tail its writer ends with bytes that are still not an event is one finding, counted
+/// and reported once, as it was first seen (`torn_tail`): one finding per line.
+#[test]
+fn a_torn_tail_ended_damaged_is_one_finding() {
+    let mut m = MetricState::new(Options::default());
+    let s = m.add_source("r");
+    let mut feed = Feed::new(s, 1 << 20);
+    let mut reported = 0;
+    let cut = br#"{"v":1,"seq":1,"run_id":"r","ev"#;
+    feed.line(&mut m, Pos { line: 1, offset: 0 }, cut, false, &mut |_| {
+        reported += 1
+    });
+    let ended = br#"{"v":1,"seq":1,"run_id":"r","ev garbage"#;
+    feed.line(&mut m, Pos { line: 1, offset: 0 }, ended, true, &mut |_| {
+        reported += 1
+    });
+    assert_eq!(count(&m, Metric::LogFindings, &["torn_tail"]), 1.0);
+    assert_eq!(count(&m, Metric::LogFindings, &["bad_line"]), 0.0);
+    assert_eq!(reported, 1);
+    assert_eq!(feed.next_offset, ended.len() as u64 + 1);
+}

@@ -287,3 +287,36 @@ fn runs_finished_is_exported_at_zero_for_every_pair_of_a_known_loop() {
     sorted.sort();
     assert_eq!(finished, sorted, "in series order");
 }
+
+/// A loop whose logs are all deleted stays known (its counters stay): its closed-set series
+/// are still exported, at 0, so that its next run's end is seen by `increase()`.
+#[test]
+fn a_loop_whose_logs_are_deleted_keeps_its_zero_series() {
+    let run = r#""run_id":"gone-20260101-000000""#;
+    let lines = [
+        format!(r#"{{"v":1,"seq":1,{run},"event":"run_started"}}"#),
+        format!(r#"{{"v":1,"seq":2,{run},"event":"failed","payload":{{"reason":"timeout"}}}}"#),
+    ];
+    let mut m = MetricState::new(Options::default());
+    let source = m.add_source("gone");
+    fold(&mut m, source, &lines);
+    let before = crate::textfile::render(m.clone()).unwrap();
+    m.drop_source(source);
+    let after = crate::textfile::render(m).unwrap();
+    let of = |text: &str, prefix: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(String::from)
+            .collect()
+    };
+    let finished = "loopctl_runs_finished_total{";
+    assert_eq!(of(&after, finished), of(&before, finished), "{after}");
+    let runs = of(&after, "loopctl_runs{");
+    assert_eq!(runs.len(), 5, "{after}");
+    assert!(runs.iter().all(|l| l.ends_with(" 0")), "{runs:#?}");
+    assert!(
+        of(&before, "loopctl_runs{")
+            .iter()
+            .any(|l| l.ends_with(" 1"))
+    );
+}
