@@ -125,8 +125,34 @@ pub enum ServeError {
     /// twice).
     #[error("cannot listen on {addr}: {cause}")]
     Bind { addr: String, cause: std::io::Error },
+    #[error(
+        "{logs} logs to follow, but the open-file limit ({limit}, `ulimit -n`) leaves room for \
+         {room}: serve keeps one file open per log it follows; raise the limit, or serve fewer \
+         roots"
+    )]
+    OpenFiles { logs: usize, limit: u64, room: u64 },
     #[error(transparent)]
     Export(#[from] ExportError),
+}
+
+/// Files `serve` keeps for itself besides one per followed log and one per connection: the
+/// listener, the start-up replay's reads, the notifier's, the standard streams.
+const SPARE_FILES: u64 = 64;
+
+/// Raises the soft open-file limit to the hard one (`serve` keeps one file open per log it
+/// follows) and gives it, with how many logs it leaves room for.
+fn open_file_room(max_connections: usize) -> (u64, u64) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return (u64::MAX, u64::MAX);
+    };
+    let limit = if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        hard
+    } else {
+        soft
+    };
+    let room = limit.saturating_sub(SPARE_FILES + max_connections as u64);
+    (limit, room)
 }
 
 /// Sets `flag` on SIGINT and SIGTERM (graceful shutdown).
@@ -172,6 +198,16 @@ pub struct Served {
 /// Runs the server until `stop` is set.
 pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<Served, ServeError> {
     let initial = maybe_logs(&cfg.roots)?;
+    let (limit, room) = open_file_room(cfg.max_connections);
+    if initial.len() as u64 > room {
+        // Past the limit, neither the logs nor the listener could open a file: refused here
+        // rather than a server that stops answering.
+        return Err(ServeError::OpenFiles {
+            logs: initial.len(),
+            limit,
+            room,
+        });
+    }
     let bind_error = |cause| ServeError::Bind {
         addr: cfg.listen.text.clone(),
         cause,
@@ -215,7 +251,7 @@ pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<Served, 
                 crate::otel::metrics::push_until(p, gather, &stop, |w| ui.notice(w));
             });
         }
-        let r = follow(&cfg, initial, &http, &stop, ui);
+        let r = follow(&cfg, initial, room, &http, &stop, ui);
         stop.store(true, Ordering::SeqCst);
         r
     })
@@ -225,6 +261,7 @@ pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<Served, 
 fn follow(
     cfg: &Config,
     initial: Vec<LogRef>,
+    room: u64,
     http: &Http,
     stop: &AtomicBool,
     ui: &dyn Ui,
@@ -297,6 +334,7 @@ fn follow(
         follower.watch_folder_of(log);
     }
     let mut last_scan = Instant::now();
+    let mut full_noted = false;
     while !stop.load(Ordering::SeqCst) {
         let mut items = Vec::new();
         follower.poll(&mut |item| items.push(item));
@@ -338,10 +376,25 @@ fn follow(
         }
         if last_scan.elapsed() >= cfg.rescan {
             last_scan = Instant::now();
+            full_noted &= known.len() as u64 >= room;
             // New run folders: followed from their start (their lines arrive as items).
             if let Ok(now) = logs(&cfg.roots) {
                 for log in now {
                     if known.contains_key(&log.log) {
+                        continue;
+                    }
+                    if known.len() as u64 >= room {
+                        // Each followed log keeps a file open: past the room the open-file
+                        // limit leaves, the server itself could not answer. Said once per
+                        // crossing; the next rescans try again.
+                        if !full_noted {
+                            ui.notice(&format!(
+                                "{}: not followed: the open-file limit leaves room for {room} \
+                                 logs (raise it with `ulimit -n`); new logs wait until some go",
+                                log.log.display()
+                            ));
+                            full_noted = true;
+                        }
                         continue;
                     }
                     let source = lock().add_source(&log.name);

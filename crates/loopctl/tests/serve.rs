@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 mod common;
 use common::logs::{append, event, root_with_alpha, value};
-use common::server::Server;
+use common::server::{Server, limited};
 
 fn fixtures() -> PathBuf {
     loopctl_tests::repo().join("fixtures")
@@ -834,4 +834,75 @@ fn api_runs_lists_the_rows_of_list_in_its_order() {
         (findings("late-joiner"), findings("seq-problems")),
         (Some(1), Some(3))
     );
+}
+
+/// `serve` keeps one file open per followed log: beyond what the open-file limit leaves room
+/// for (the hard limit: the soft one is raised to it), it refuses at start, naming the limit,
+/// rather than a server that stops answering; logs that appear later past the room wait, said
+/// once, and the server goes on answering.
+#[test]
+fn serve_stays_within_the_open_file_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let folder = |i: usize| {
+        let run = format!("lim{i:02}-20260101-000000");
+        let dir = root.join(format!("lim{i:02}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        append(
+            &dir.join("history.jsonl"),
+            &event(1, &run, "run_started", json!({})),
+        );
+    };
+    // 150 files: 64 kept spare, 64 for connections, 22 for logs.
+    (0..30).for_each(folder);
+    let mut child = limited(150)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .arg(&root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("serve started past the open-file limit instead of refusing");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("30 logs to follow")
+            && err.contains("limit (150")
+            && err.contains("room for 22"),
+        "{err}"
+    );
+
+    std::fs::remove_dir_all(&root).unwrap();
+    (0..10).for_each(folder);
+    let s = Server::start_limited(150, &[&root], &[]);
+    (10..30).for_each(folder);
+    let started = |s: &Server| {
+        s.metrics()
+            .lines()
+            .filter(|l| l.starts_with("loopctl_runs_started_total{"))
+            .count()
+    };
+    s.wait_until(|s| started(s) == 22, "22 logs followed");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(started(&s), 22);
+    assert_eq!(s.get("/healthz").0, 200);
+    let notices = s.notices().join("\n");
+    assert_eq!(notices.matches("not followed").count(), 1, "{notices}");
+    assert!(notices.contains("room for 22"), "{notices}");
 }

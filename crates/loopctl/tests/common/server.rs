@@ -24,7 +24,16 @@ impl Server {
 
     /// `start`, listening on `listen`.
     pub fn start_on(listen: &str, args: &[&Path], extra: &[&str]) -> Server {
-        let mut child = Command::new(cargo_bin("loopctl"))
+        Server::spawn(Command::new(cargo_bin("loopctl")), listen, args, extra)
+    }
+
+    /// `start` under an open-file limit of `nofile` (soft and hard: it cannot be raised).
+    pub fn start_limited(nofile: u64, args: &[&Path], extra: &[&str]) -> Server {
+        Server::spawn(limited(nofile), "127.0.0.1:0", args, extra)
+    }
+
+    fn spawn(mut cmd: Command, listen: &str, args: &[&Path], extra: &[&str]) -> Server {
+        let mut child = cmd
             .env("NO_COLOR", "1")
             .arg("serve")
             .args(["--listen", listen, "--poll", "50ms", "--rescan", "100ms"])
@@ -104,6 +113,14 @@ impl Server {
     pub fn notices(&self) -> Vec<String> {
         self.stderr.try_iter().collect()
     }
+}
+
+/// `loopctl` run by `sh` under an open-file limit of `nofile`, soft and hard.
+pub fn limited(nofile: u64) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &format!("ulimit -n {nofile} && exec \"$0\" \"$@\"")])
+        .arg(cargo_bin("loopctl"));
+    cmd
 }
 
 impl Drop for Server {
