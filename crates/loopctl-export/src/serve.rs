@@ -322,6 +322,14 @@ fn follow(
     // up before would be told of every file the replay and this opening read.
     for (log, feed) in replayed {
         let at = follower.add_unwatched(&log.log, Start::Numbered(feed.next_offset));
+        if !follower.is_open(at) {
+            // Deleted since the replay read it: gone, as a log deleted while followed is (the
+            // follower would only wait for a file to appear there).
+            follower.forget(at);
+            lock().drop_source(feed.source);
+            lock_paths(http).remove(&feed.source);
+            continue;
+        }
         known.insert(log.log.clone(), at);
         set(&mut feeds, at, (log.clone(), feed));
     }

@@ -201,6 +201,22 @@ impl Follower {
         self.sources.len() - 1
     }
 
+    /// Whether the file of `source` is open (it was there when added, or has appeared since).
+    pub fn is_open(&self, source: usize) -> bool {
+        self.sources.get(source).is_some_and(|s| s.file.is_some())
+    }
+
+    /// Stops following `source` for good (its caller takes it as gone): its file, if open, is
+    /// closed, and a file appearing at its path later is not read for it.
+    pub fn forget(&mut self, source: usize) {
+        if let Some(s) = self.sources.get_mut(source) {
+            s.file = None;
+            s.partial = Vec::new();
+            s.mark = Vec::new();
+            s.gone = true;
+        }
+    }
+
     /// Watches the folder holding `path` (nothing new when a watched folder holds it).
     pub fn watch_folder_of(&mut self, path: &Path) {
         if let Some(dir) = path.parent() {
@@ -511,6 +527,24 @@ mod tests {
             Item::Gone { .. } => out.push("gone".into()),
         });
         out
+    }
+
+    /// A file gone before it was added is not open, and once forgotten, a file appearing at
+    /// its path later is not read for it (`serve` takes such a log as deleted).
+    #[test]
+    fn a_forgotten_source_reads_nothing_that_appears_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("h.jsonl");
+        let mut f = Follower::without_notifications(Duration::from_millis(10));
+        let missing = f.add_unwatched(&p, Start::Numbered(5));
+        assert!(!f.is_open(missing));
+        f.forget(missing);
+        std::fs::write(&p, b"new\n").unwrap();
+        assert!(lines(&mut f).is_empty());
+        assert!(!f.is_open(missing));
+        let present = f.add_unwatched(&p, Start::Beginning);
+        assert!(f.is_open(present));
+        assert_eq!(lines(&mut f), ["new"]);
     }
 
     #[test]
