@@ -324,19 +324,40 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
     let id = file_id(&meta);
     if s.file.is_none() || id != s.id {
         let replaced = s.file.is_some();
-        let Ok(f) = File::open(&s.path) else { return };
-        if replaced {
+        let Ok(mut f) = File::open(&s.path) else {
+            return;
+        };
+        // Replaced by a file that holds what was read (an editor's save, `sed -i`, a copy
+        // moved over it), as the bytes before the offset tell (the in-place test below):
+        // followed on, as an append, rather than read again from its start.
+        let holds_read = replaced
+            && s.offset > 0
+            && meta.len() >= s.offset
+            && mark_before(&mut f, s.offset).is_some_and(|m| m == s.mark);
+        if holds_read {
             out(Item::Notice {
                 source: i,
                 text: format!(
-                    "{} was replaced; following the new file from its start",
-                    s.path.display()
+                    "{} was replaced by a file holding what was read; following it on from \
+                     byte {}",
+                    s.path.display(),
+                    s.offset
                 ),
             });
+        } else {
+            if replaced {
+                out(Item::Notice {
+                    source: i,
+                    text: format!(
+                        "{} was replaced; following the new file from its start",
+                        s.path.display()
+                    ),
+                });
+            }
+            s.restart();
         }
         s.file = Some(f);
         s.id = id;
-        s.restart();
     } else if meta.len() < s.offset {
         out(Item::Notice {
             source: i,
@@ -617,6 +638,10 @@ mod tests {
         std::fs::write(&q, "d\ne\n").unwrap();
         std::fs::rename(&q, &p).unwrap();
         assert_eq!(lines(&mut f), ["! replaced;", "d", "e"]);
+        // Replaced by a copy of what was read and more (an editor's save): followed on.
+        std::fs::write(&q, "d\ne\nf\n").unwrap();
+        std::fs::rename(&q, &p).unwrap();
+        assert_eq!(lines(&mut f), ["! replaced", "f"]);
         std::fs::remove_file(&p).unwrap();
         assert_eq!(lines(&mut f), ["! deleted", "gone"]);
         assert_eq!(f.live_sources(), 0);
