@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -343,6 +344,8 @@ fn follow(
     }
     let mut last_scan = Instant::now();
     let mut full_noted = false;
+    // Logs seen gone since the last rescan, by the (device, inode) of their file.
+    let mut moved_away: Vec<((u64, u64), usize, Feed)> = Vec::new();
     while !stop.load(Ordering::SeqCst) {
         let mut items = Vec::new();
         follower.poll(&mut |item| items.push(item));
@@ -373,9 +376,16 @@ fn follow(
                     Item::Notice { text, .. } => ui.notice(&text),
                     Item::Gone { source } => {
                         if let Some(Some((log, feed))) = feeds.get_mut(source).map(Option::take) {
-                            m.drop_source(feed.source);
                             known.remove(&log.log);
-                            lock_paths(http).remove(&feed.source);
+                            // Moved, perhaps (a run folder renamed): the next rescan looks for
+                            // the file under another name before the log is dropped.
+                            match follower.file_id(source) {
+                                Some(id) => moved_away.push((id, source, feed)),
+                                None => {
+                                    m.drop_source(feed.source);
+                                    lock_paths(http).remove(&feed.source);
+                                }
+                            }
                         }
                     }
                 }
@@ -389,6 +399,40 @@ fn follow(
             if let Ok(now) = logs(&cfg.roots) {
                 for log in now {
                     if known.contains_key(&log.log) {
+                        continue;
+                    }
+                    // A followed file under a new name (its folder renamed or moved): the same
+                    // log, followed on from where it was read, under the same source (and so
+                    // the same labels), not counted again.
+                    let id = std::fs::metadata(&log.log).ok().map(|m| (m.dev(), m.ino()));
+                    // The same inode and the same bytes before the offset read: an inode
+                    // number alone may be a deleted log's, reused.
+                    let moved = id.and_then(|id| {
+                        let same = |i: usize| follower.holds_read(i, &log.log);
+                        if let Some(k) = moved_away
+                            .iter()
+                            .position(|(gone, i, _)| *gone == id && same(*i))
+                        {
+                            return Some(moved_away.swap_remove(k).2);
+                        }
+                        // Not seen gone yet: the file its old path no longer names.
+                        let old = follower.sources_of(id).find(|&i| {
+                            same(i)
+                                && feeds
+                                    .get(i)
+                                    .and_then(Option::as_ref)
+                                    .is_some_and(|(l, _)| !l.log.exists())
+                        })?;
+                        follower.forget(old);
+                        let (gone, feed) = feeds.get_mut(old).and_then(Option::take)?;
+                        known.remove(&gone.log);
+                        Some(feed)
+                    });
+                    if let Some(feed) = moved {
+                        let at = follower.add(&log.log, Start::Numbered(feed.next_offset));
+                        track(http, feed.source, &log);
+                        known.insert(log.log.clone(), at);
+                        set(&mut feeds, at, (log, feed));
                         continue;
                     }
                     if known.len() as u64 >= room {
@@ -410,6 +454,14 @@ fn follow(
                     track(http, source, &log);
                     known.insert(log.log.clone(), at);
                     set(&mut feeds, at, (log, Feed::new(source, cfg.max_line)));
+                }
+            }
+            // Gone for good: their runs leave the gauges.
+            if !moved_away.is_empty() {
+                let mut m = lock();
+                for (_, _, feed) in moved_away.drain(..) {
+                    m.drop_source(feed.source);
+                    lock_paths(http).remove(&feed.source);
                 }
             }
         }

@@ -201,6 +201,32 @@ impl Follower {
         self.sources.len() - 1
     }
 
+    /// The (device, inode) of the file `source` last had open, if it had one.
+    pub fn file_id(&self, source: usize) -> Option<(u64, u64)> {
+        self.sources
+            .get(source)
+            .filter(|s| s.id != (0, 0))
+            .map(|s| s.id)
+    }
+
+    /// The sources whose last open file is (device, inode) `id`.
+    pub fn sources_of(&self, id: (u64, u64)) -> impl Iterator<Item = usize> + '_ {
+        (0..self.sources.len()).filter(move |&i| !self.sources[i].gone && self.sources[i].id == id)
+    }
+
+    /// Whether the file at `path` holds what was read of `source`, as the bytes before its offset
+    /// tell: `source`'s file moved there (an inode number alone may have been reused).
+    pub fn holds_read(&self, source: usize, path: &Path) -> bool {
+        let Some(s) = self.sources.get(source) else {
+            return false;
+        };
+        let Ok(mut f) = File::open(path) else {
+            return false;
+        };
+        f.metadata().is_ok_and(|m| m.len() >= s.offset)
+            && mark_before(&mut f, s.offset).is_some_and(|m| m == s.mark)
+    }
+
     /// Whether the file of `source` is open (it was there when added, or has appeared since).
     pub fn is_open(&self, source: usize) -> bool {
         self.sources.get(source).is_some_and(|s| s.file.is_some())
@@ -307,9 +333,9 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
                 // Closed now: a deleted or moved log kept open holds its disk space and a
                 // descriptor for as long as the follower runs. A partial line of a deleted
                 // file never completes: it goes with the file.
+                // Its mark stays: `holds_read` asks whether a file found elsewhere is this one.
                 s.file = None;
                 s.partial = Vec::new();
-                s.mark = Vec::new();
                 out(Item::Notice {
                     source: i,
                     text: format!("{} was deleted", s.path.display()),
@@ -566,6 +592,31 @@ mod tests {
         let present = f.add_unwatched(&p, Start::Beginning);
         assert!(f.is_open(present));
         assert_eq!(lines(&mut f), ["new"]);
+    }
+
+    /// A followed file moved elsewhere holds what was read (by its bytes before the offset,
+    /// also once it is seen gone); another file with the same length does not.
+    #[test]
+    fn a_moved_file_is_told_by_what_was_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, q, r) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("c"),
+        );
+        std::fs::write(&p, b"one\ntwo\n").unwrap();
+        let mut f = Follower::without_notifications(Duration::from_millis(10));
+        let i = f.add_unwatched(&p, Start::Beginning);
+        assert_eq!(lines(&mut f), ["one", "two"]);
+        let id = f.file_id(i).unwrap();
+        std::fs::rename(&p, &q).unwrap();
+        std::fs::write(&r, b"uno\ndos\n").unwrap();
+        assert!(f.holds_read(i, &q));
+        assert!(!f.holds_read(i, &r));
+        assert_eq!(f.sources_of(id).collect::<Vec<_>>(), [i]);
+        assert_eq!(lines(&mut f), ["! deleted", "gone"]);
+        assert!(f.holds_read(i, &q), "still told once gone");
+        assert_eq!(f.sources_of(id).count(), 0);
     }
 
     #[test]

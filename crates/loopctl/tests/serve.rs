@@ -906,3 +906,64 @@ fn serve_stays_within_the_open_file_limit() {
     assert_eq!(notices.matches("not followed").count(), 1, "{notices}");
     assert!(notices.contains("room for 22"), "{notices}");
 }
+
+/// A run folder renamed while serving is the same log under a new name: followed on from
+/// where it was read, not counted again (no counter moves, no alert fires); `/api/runs` names
+/// the new folder. A folder deleted is dropped from the gauge at the next rescan.
+#[test]
+fn a_renamed_run_folder_is_followed_on_not_counted_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = "ren-20260101-000000";
+    let (root, a) = root_with_alpha(tmp.path(), run);
+    append(
+        &a.join("history.jsonl"),
+        &event(
+            2,
+            run,
+            "evaluation_done",
+            json!({"score": 0.5, "passed": false}),
+        ),
+    );
+    let s = Server::start(&[&root], &[]);
+    let evals = r#"loopctl_evaluations_total{loop="ren",result="fail"}"#;
+    let started = r#"loopctl_runs_started_total{loop="ren"}"#;
+    let events = r#"loopctl_events_total{dialect="native",event="run_started"}"#;
+    assert_eq!(value(&s.metrics(), evals), Some(1.0));
+    let b = root.join("renamed");
+    std::fs::rename(&a, &b).unwrap();
+    s.wait_until(
+        |s| s.get("/api/runs").1.contains("renamed"),
+        "the new folder in /api/runs",
+    );
+    let (_, rows) = s.get("/api/runs");
+    let rows: Value = serde_json::from_str(&rows).unwrap();
+    assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
+    let m = s.metrics();
+    assert_eq!(value(&m, started), Some(1.0), "{m}");
+    assert_eq!(value(&m, events), Some(1.0), "{m}");
+    assert_eq!(value(&m, evals), Some(1.0), "{m}");
+    // Followed on under its new name.
+    append(
+        &b.join("history.jsonl"),
+        &event(
+            3,
+            run,
+            "evaluation_done",
+            json!({"score": 0.6, "passed": false}),
+        ),
+    );
+    s.wait_until(
+        |s| value(&s.metrics(), evals) == Some(2.0),
+        "the appended event",
+    );
+    assert_eq!(value(&s.metrics(), started), Some(1.0));
+    // Deleted: out of the gauge, its counts kept.
+    std::fs::remove_dir_all(&b).unwrap();
+    let running = r#"loopctl_runs{loop="ren",status="running"}"#;
+    s.wait_until(
+        |s| value(&s.metrics(), running).unwrap_or(0.0) == 0.0,
+        "the deleted run to leave the gauge",
+    );
+    assert_eq!(value(&s.metrics(), evals), Some(2.0));
+    assert_eq!(s.get("/api/runs").1.trim(), "[]");
+}
