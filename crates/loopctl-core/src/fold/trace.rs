@@ -187,7 +187,7 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 }
 
 /// The payload keys a stop's record reads: only these are decoded (`Stopped`, `Failed`).
-const STOP_KEYS: Keys<'static> = Keys {
+pub const STOP_KEYS: Keys<'static> = Keys {
     keys: &[
         "exit_reason",
         "stop_reason",

@@ -14,15 +14,13 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use loopctl_core::analysis::liveness::Liveness;
 use loopctl_core::analysis::stagnation::{Detector, watch::Watch};
-use loopctl_core::decode::subset::Keys;
 use loopctl_core::fold::text::same_text;
 use loopctl_core::fold::trace::payload::{gap, s, u};
-use loopctl_core::fold::trace::{Attempt, Evaluation, Name, Trace};
+use loopctl_core::fold::trace::{Attempt, Evaluation, Name, STOP_KEYS, Trace};
 use loopctl_core::{Event, Kind, Ts};
 
-use super::{Delta, Key, Label, Metric, MetricState, RunMetrics};
+use super::{MetricState, RunMetrics};
 
 /// A running run folded the lean way.
 #[derive(Debug, Clone, Default)]
@@ -94,18 +92,6 @@ impl Step {
 
 /// A step's observation (`PhaseObs`, its name owned).
 type Obs = (Name, &'static str, Option<i64>, &'static str);
-
-/// The payload keys of a stop this path reads (as `Trace`'s stop record reads them).
-const STOP_KEYS: Keys<'static> = Keys {
-    keys: &[
-        "error",
-        "final_score",
-        "iterations_completed",
-        "iterations_used",
-        "iterations",
-    ],
-    nested: None,
-};
 
 /// Whether the lean path folds events of this kind.
 pub(super) fn folds(kind: Kind) -> bool {
@@ -328,43 +314,8 @@ impl MetricState {
             }
         }
         for i in evaluations..l.seen.evaluations.len() {
-            let e = &l.seen.evaluations[i];
-            let result = match e.passed {
-                Some(true) => "pass",
-                Some(false) => "fail",
-                None => "unknown",
-            };
-            let score = e.score.filter(|s| s.is_finite());
-            self.add(
-                run,
-                Key::one(Metric::Evaluations, Label::Static(result)),
-                Delta::Count(1),
-            );
-            if let Some(s) = score {
-                let micro = (s * 1e6).round() as i64;
-                self.add(
-                    run,
-                    Key::new(Metric::EvaluationScore),
-                    Delta::Observe(micro, 1),
-                );
-            }
+            self.evaluation_obs(run, &l.seen.evaluations[i]);
         }
-        if matches!(
-            ev.kind,
-            Kind::EvaluationDone | Kind::Stopped | Kind::Failed | Kind::SessionEnded
-        ) {
-            let cfg = &self.options.stagnation;
-            let triggered = l.watch.get_or_insert_with(|| Watch::new(cfg)).triggered(
-                &l.seen,
-                None,
-                Liveness::Unknown,
-            );
-            for d in triggered {
-                if l.detectors.insert(d) {
-                    let key = Key::one(Metric::StagnationVerdicts, Label::Static(d.name()));
-                    self.add(run, key, Delta::Count(1));
-                }
-            }
-        }
+        self.assess(run, ev, &l.seen, &mut l.watch, &mut l.detectors);
     }
 }

@@ -2,11 +2,12 @@
 //! (explicit attempts, or aif-loop's derived steps), evaluations, retries, stagnation
 //! verdicts, and the run's end.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use loopctl_core::analysis::liveness::Liveness;
-use loopctl_core::analysis::stagnation;
-use loopctl_core::fold::trace::{Attempt, Name};
+use loopctl_core::analysis::stagnation::{Detector, watch::Watch};
+use loopctl_core::fold::trace::{Attempt, Evaluation, Name, Trace};
 use loopctl_core::{Event, Kind};
 
 use super::labels::{exit_reason_label, kind_label, stop_reason_label};
@@ -23,27 +24,8 @@ impl MetricState {
     ) {
         self.observe_phases(run, l, ev, ending);
         while l.evaluations_seen < l.trace.evaluations.len() {
-            let e = &l.trace.evaluations[l.evaluations_seen];
-            let result = match e.passed {
-                Some(true) => "pass",
-                Some(false) => "fail",
-                None => "unknown",
-            };
-            let score = e.score.filter(|s| s.is_finite());
+            self.evaluation_obs(run, &l.trace.evaluations[l.evaluations_seen]);
             l.evaluations_seen += 1;
-            self.add(
-                run,
-                Key::one(Metric::Evaluations, Label::Static(result)),
-                Delta::Count(1),
-            );
-            if let Some(s) = score {
-                let micro = (s * 1e6).round() as i64;
-                self.add(
-                    run,
-                    Key::new(Metric::EvaluationScore),
-                    Delta::Observe(micro, 1),
-                );
-            }
         }
         while l.retries_seen < l.trace.retries.len() {
             let at = &l.trace.retries[l.retries_seen].at;
@@ -52,24 +34,59 @@ impl MetricState {
             let phase = self.admit_phase(&run.loop_label, &phase);
             self.add(run, Key::one(Metric::PhaseRetries, phase), Delta::Count(1));
         }
-        // Assessed at each evaluation and at the end.
-        if matches!(
+        self.assess(run, ev, &l.trace, &mut l.watch, &mut l.detectors);
+    }
+
+    /// An evaluation's series: its result, and its score when it has a finite one.
+    pub(super) fn evaluation_obs(&mut self, run: &mut RunMetrics, e: &Evaluation) {
+        let result = match e.passed {
+            Some(true) => "pass",
+            Some(false) => "fail",
+            None => "unknown",
+        };
+        self.add(
+            run,
+            Key::one(Metric::Evaluations, Label::Static(result)),
+            Delta::Count(1),
+        );
+        if let Some(s) = e.score.filter(|s| s.is_finite()) {
+            let micro = (s * 1e6).round() as i64;
+            self.add(
+                run,
+                Key::new(Metric::EvaluationScore),
+                Delta::Observe(micro, 1),
+            );
+        }
+    }
+
+    /// The stagnation detectors that trigger on `trace`, assessed at each evaluation and at
+    /// the end; each counted once per run (`detectors`).
+    pub(super) fn assess(
+        &mut self,
+        run: &mut RunMetrics,
+        ev: &Event<'_>,
+        trace: &Trace,
+        watch: &mut Option<Watch>,
+        detectors: &mut BTreeSet<Detector>,
+    ) {
+        if !matches!(
             ev.kind,
             Kind::EvaluationDone | Kind::Stopped | Kind::Failed | Kind::SessionEnded
         ) {
-            // No clock: the stalled detector needs one, and is left to the live-run gauges.
-            // Which detectors trigger, as `stagnation::triggered` finds them, learnt from what
-            // the trace added since the last assessment (not a rescan of the run each time).
-            let cfg = &self.options.stagnation;
-            let triggered = l
-                .watch
-                .get_or_insert_with(|| stagnation::watch::Watch::new(cfg))
-                .triggered(&l.trace, None, Liveness::Unknown);
-            for d in triggered {
-                if l.detectors.insert(d) {
-                    let key = Key::one(Metric::StagnationVerdicts, Label::Static(d.name()));
-                    self.add(run, key, Delta::Count(1));
-                }
+            return;
+        }
+        // No clock: the stalled detector needs one, and is left to the live-run gauges.
+        // Which detectors trigger, as `stagnation::triggered` finds them, learnt from what
+        // the trace added since the last assessment (not a rescan of the run each time).
+        let cfg = &self.options.stagnation;
+        let triggered =
+            watch
+                .get_or_insert_with(|| Watch::new(cfg))
+                .triggered(trace, None, Liveness::Unknown);
+        for d in triggered {
+            if detectors.insert(d) {
+                let key = Key::one(Metric::StagnationVerdicts, Label::Static(d.name()));
+                self.add(run, key, Delta::Count(1));
             }
         }
     }
