@@ -381,18 +381,17 @@ pub fn aggregate(t: &Tables, by: &[String]) -> PolarsResult<DataFrame> {
     sorted(lf, &names, &vec![false; names.len()]).collect()
 }
 
-/// `known_sum` of a count, saturating at u64::MAX as replay's totals do (polars' sum wraps).
+/// `known_sum` of a count, saturating at u64::MAX as replay's totals do. Summed as floats:
+/// polars' integer sum wraps (and panics in a debug build), and every branch of a `when` is
+/// evaluated. Exact below 2^53 (nine quadrillion tokens), and saturating above u64::MAX.
 fn known_token_sum(name: &str) -> Expr {
     let max = u64::MAX;
-    let over = col(name)
-        .cast(DataType::Float64)
-        .sum()
-        .gt_eq(lit(max as f64));
+    let sum = col(name).cast(DataType::Float64).sum();
     when(col(name).count().eq(lit(0u32)))
         .then(lit(Null {}).cast(DataType::UInt64))
-        .when(over)
+        .when(sum.clone().gt_eq(lit(max as f64)))
         .then(lit(max))
-        .otherwise(col(name).sum())
+        .otherwise(sum.cast(DataType::UInt64))
         .alias(name)
 }
 
