@@ -24,6 +24,9 @@ pub enum ExportError {
     Store(#[from] loopctl_store::StoreError),
     #[error("{0}: no such run folder, root or log file")]
     Missing(PathBuf),
+    /// There, but neither a regular file nor a folder (a fifo, a device, a socket).
+    #[error("{0}: not a regular file (a log), a run folder or a root")]
+    NotALog(PathBuf),
     #[error(transparent)]
     Encode(#[from] encode::EncodeError),
 }
@@ -75,6 +78,8 @@ fn logs_with(
             out.push(RunRef::file(&s.join(LOG_NAME)).into());
         } else if s.is_dir() {
             out.extend(runs_of(s)?.into_iter().map(LogRef::from));
+        } else if s.exists() {
+            return Err(ExportError::NotALog(s.clone()));
         } else {
             return Err(ExportError::Missing(s.clone()));
         }

@@ -279,6 +279,7 @@ fn resolve_spec(spec: &str, root: &Path) -> Result<RunRef> {
             StoreError::NotFound(format!("{msg}; {what}"))
         }
         StoreError::NotFound(msg) if !p.exists() => {
+            let spec = if spec.is_empty() { "\"\"" } else { spec };
             StoreError::NotFound(format!("{msg}; no file or folder {spec} either"))
         }
         e => e,

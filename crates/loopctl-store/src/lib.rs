@@ -43,7 +43,7 @@ pub enum StoreError {
 
 fn ambiguous(spec: &str, candidates: &[discover::Candidate]) -> String {
     let mut s = format!(
-        "{spec:?} is ambiguous: {} runs answer to it; name one by its run id, or its log and --run-id",
+        "{spec:?} is ambiguous: {} runs answer to it; name one by its run id, or by its log (and --run-id, where the command takes it)",
         candidates.len()
     );
     const SHOWN: usize = 20;

@@ -145,3 +145,34 @@ fn folded_loops_are_named_up_to_the_bound_the_docs_give() {
     let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(help.contains(&format!("the first {named} ")), "{help}");
 }
+
+/// What a path that is no log is, said plainly: a fifo is there but is not a regular file,
+/// and an empty name is named as such (not a blank between two spaces). Exit 2 each.
+#[test]
+fn a_fifo_and_an_empty_name_are_refused_saying_what_they_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("pipe.jsonl");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let run = |arg: &std::ffi::OsStr| {
+        let out = Command::new(cargo_bin("loopctl"))
+            .env("NO_COLOR", "1")
+            .arg("--root")
+            .arg(tmp.path())
+            .args(["export", "prometheus"])
+            .arg(arg)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(fifo.as_os_str());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("pipe.jsonl: not a regular file"), "{err}");
+    let (code, err) = run("".as_ref());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(r#"no file or folder "" either"#), "{err}");
+    assert!(!err.contains("  "), "{err}");
+}
