@@ -116,8 +116,12 @@ pub trait Ui: Send + Sync {
     fn progress(&self, done: usize, total: usize);
     /// The start-up replay is done: `logs` logs read, now followed.
     fn replayed(&self, logs: usize);
-    /// A damaged line (reported once), a deleted or rewritten log, a new run.
+    /// A deleted or rewritten log, a new run, a log left unfollowed.
     fn notice(&self, text: &str);
+    /// A finding (a damaged line, a seq problem), reported once, as every command reports it.
+    fn finding(&self, text: &str) {
+        self.notice(text)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -294,7 +298,7 @@ fn follow(
         for (log, f) in initial[start..].iter().zip(folded) {
             let read = absorb(&mut m, log, f, &mut |d| {
                 findings += 1;
-                ui.notice(&damage_text(&log.log, &d))
+                ui.finding(&damage_text(&log.log, &d))
             });
             match read {
                 Ok(Some((source, feed))) => {
@@ -370,7 +374,7 @@ fn follow(
                         let pos = Pos { line, offset };
                         feed.line(&mut m, pos, &text, true, &mut |d| {
                             findings += 1;
-                            ui.notice(&damage_text(&log.log, &d))
+                            ui.finding(&damage_text(&log.log, &d))
                         });
                     }
                     Item::Notice { text, .. } => ui.notice(&text),

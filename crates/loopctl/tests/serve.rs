@@ -294,6 +294,11 @@ fn damaged_lines_read_while_following_are_named_by_file_and_line() {
         notices.contains(&format!("{log}:4: byte {}: bad_line", before + 409)),
         "{notices}"
     );
+    // Printed as `export prometheus` and the read commands print findings.
+    assert!(
+        notices.contains(&format!("warning: {log}:4: byte")),
+        "{notices}"
+    );
 }
 
 #[test]

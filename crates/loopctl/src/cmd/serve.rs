@@ -94,6 +94,10 @@ impl Ui for Terminal {
     fn notice(&self, text: &str) {
         self.bar.suspend(|| output::note(text));
     }
+    fn finding(&self, text: &str) {
+        // As `export prometheus` and the read commands print them.
+        self.bar.suspend(|| output::warn(text));
+    }
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
