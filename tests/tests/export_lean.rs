@@ -362,10 +362,20 @@ fn the_lean_way_takes_the_logs_it_can_and_only_those() {
         printed.0
     );
 
+    let native: Vec<Value> = ended
+        .iter()
+        .map(|l| {
+            let mut l = l.clone();
+            l["v"] = json!(1);
+            l
+        })
+        .collect();
     for (name, lines, lean) in [
         ("ended", &ended[..], 1),
         ("running", &running[..], 0),
         ("phased", &phased[..], 0),
+        // Native runs write explicit phases: started the full way, not folded twice.
+        ("native", &native[..], 0),
     ] {
         let refs = logs(&[log(name, lines)]).unwrap();
         let (printed, lean_runs, full) = lean_and_full(&refs, 1);

@@ -570,7 +570,7 @@ impl MetricState {
     /// A running run's fresh trace: lean when this model folds the lean way and the event is
     /// the lean path's, else the core's.
     fn start_trace(&mut self, run: &mut RunMetrics, ev: &Event<'_>) {
-        if self.lean && !self.needs_full && lean::folds(ev.kind) {
+        if self.lean && !self.needs_full && lean::starts(ev) {
             self.lean_runs += 1;
             run.lean = Some(Lean::new());
         } else {

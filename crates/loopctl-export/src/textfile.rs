@@ -186,13 +186,14 @@ pub fn absorb(
     };
     let max_line = f.feed.max_line;
     if f.m.needs_full() {
-        // Its lean fold could not be exact (a run still running, an event it does not fold):
-        // folded again the full way, here (rare, and the log is small: `feed::LEAN_MAX`).
+        // Its lean fold could not be exact (an aif-loop run still running, an event it does not
+        // fold): folded again the full way, here (the log is small: `feed::LEAN_MAX`).
         let full = LogFold::full(&f.m.options, &log.name, max_line);
         let read = ReadOptions {
             max_line,
             threads: 1,
             regular_only: true,
+            default_run: log.name.clone(),
             ..ReadOptions::default()
         };
         f = fold_file(&log.log, &read, full)?;

@@ -5,8 +5,8 @@
 //! and the steps from the first one that failed (the steps before it cannot start a failure
 //! streak, and a step that ended well changes none). The last step is kept compact (`Step`).
 //!
-//! Used only by a log folded alone at start-up (`MetricState::observe_lean`), and only for runs
-//! that end in the log: a run still running at its end, or an event this path does not fold
+//! Used only by a log folded alone at start-up (`MetricState::observe_lean`), only for
+//! aif-loop's runs (`starts`), and only for runs that end in the log: a run still running at its end, or an event this path does not fold
 //! (explicit phases, retries, escalations, transitions, session ends), makes the log's fold
 //! `needs_full`, and the log is folded again the full way. Tests hold the two paths to the same
 //! series (`tests/tests/export_lean.rs`, `crates/loopctl-export/tests/parallel.rs`).
@@ -18,7 +18,7 @@ use loopctl_core::analysis::stagnation::{Detector, watch::Watch};
 use loopctl_core::fold::text::same_text;
 use loopctl_core::fold::trace::payload::{gap, s, u};
 use loopctl_core::fold::trace::{Attempt, Evaluation, Name, STOP_KEYS, Trace};
-use loopctl_core::{Event, Kind, Ts};
+use loopctl_core::{Dialect, Event, Kind, Ts};
 
 use super::{MetricState, RunMetrics};
 
@@ -92,6 +92,13 @@ impl Step {
 
 /// A step's observation (`PhaseObs`, its name owned).
 type Obs = (Name, &'static str, Option<i64>, &'static str);
+
+/// Whether a run whose trace starts at `ev` is folded the lean way: aif-loop's runs, whose
+/// steps are derived. Native and Avenor runs write explicit phases, which the lean way does not
+/// fold: started the full way, their log is not read twice.
+pub(super) fn starts(ev: &Event<'_>) -> bool {
+    ev.dialect == Dialect::AifLoop && folds(ev.kind)
+}
 
 /// Whether the lean path folds events of this kind.
 pub(super) fn folds(kind: Kind) -> bool {
