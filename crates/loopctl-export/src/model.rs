@@ -2,20 +2,20 @@
 //! sight. Pure: events in, series out; the same logs give the same series whatever the order in
 //! which runs are fed.
 //!
-//! Each run keeps the core's own folds (`RunState` via `apply_mut_lean`, `Trace`) and its
-//! *contribution*: the series values it adds, without its `loop` label. The totals are the sum
-//! of every run's and every log's contribution, kept up to date on each event, so that reading
-//! them (a scrape) costs O(series). Values are integers in fixed units (milliseconds,
-//! micro-scores, nano-dollars), so that a run's contribution can be taken back exactly when its
-//! log is deleted or its alias changes.
+//! Each run keeps the core's own folds (`RunState` via `apply_mut_lean`, `Trace`). What an event
+//! adds goes straight to the totals, under the run's `loop` label at that event, so that reading
+//! them (a scrape) costs O(series). What was counted stays counted: a run that names a new
+//! alias counts on under it, and only its `loopctl_runs` gauge moves; a deleted log takes back
+//! only its runs' gauges (a counter that went down would read as a reset). Values are integers
+//! in fixed units (milliseconds, micro-scores, nano-dollars): sums are exact in any order.
 //!
 //! `apply(source, event)` folds one event into the state of its run (keyed by log and run id),
 //! `finding` counts what is found about the lines, and nothing here does I/O. `feed` makes it a
 //! projection of the core's fold (`feed::LogFold`): at start-up every log is folded alone by
 //! the store's driver, on all threads, and absorbed into the shared model (`merge`). A log
-//! folded alone counts in place what every event adds (events by type, a run's tokens, cost
-//! and finished phases: `counts`, `RunMetrics::tally`) and adds it to the contributions when a
-//! run ends or the log is merged.
+//! folded alone sums its series by loop label number (`Local`), not by label text, and counts
+//! in place what every event adds (events by type, a run's tokens, cost and finished phases:
+//! `counts`, `RunMetrics::tally`), summed in when a run ends or the log is merged.
 
 use std::collections::BTreeSet;
 use std::collections::hash_map::Entry;
@@ -38,14 +38,12 @@ mod lean;
 mod merge;
 mod metric;
 mod observe;
-mod packed;
 mod totals;
 
 use caps::Caps;
 use counts::{EventCounts, PhaseCounts};
 use key::{Key, Label};
 use lean::Lean;
-use packed::{Interner, RunContribution};
 use totals::Totals;
 
 pub use labels::{FINISHED_REASONS, finding_label};
@@ -105,9 +103,31 @@ impl Val {
 /// One series: its metric and label values, in `Metric::labels` order.
 pub type SeriesKey = (Metric, Vec<String>);
 
-/// What one run (labels without `loop`) or one log (series without `loop`) adds to the totals.
+/// What one log adds to the totals without its runs (events read, findings).
 #[derive(Debug, Clone, Default)]
 struct Contribution(HashMap<Key, Val>);
+
+/// The series of a model folded alone, by the number of their `loop` label: an event's series
+/// looked up without hashing the label's text, and the totals' strings made once per series
+/// when the log is absorbed.
+#[derive(Debug, Clone, Default)]
+struct Local {
+    labels: Vec<String>,
+    numbers: HashMap<String, u32>,
+    series: HashMap<(u32, Key), Val>,
+}
+
+impl Local {
+    fn number(&mut self, label: &str) -> u32 {
+        if let Some(n) = self.numbers.get(label) {
+            return *n;
+        }
+        let n = self.labels.len() as u32;
+        self.labels.push(label.to_string());
+        self.numbers.insert(label.to_string(), n);
+        n
+    }
+}
 
 /// One change to a series, in stored units.
 #[derive(Debug, Clone, Copy)]
@@ -219,21 +239,21 @@ impl Default for Options {
 /// A log fed to the model (a file; its runs are dropped with it).
 pub type SourceId = usize;
 
-/// One run: its state, the `loop` label it is filed under and what it contributed. While it
-/// runs it also keeps its trace (`Live`); once it has ended that is dropped, and the state's
-/// bulky parts with it, so that a root of 10,000 ended runs costs its series and one small
-/// state per run, not every run's events (docs/metrics.md, "Memory").
+/// One run: its state and the `loop` label it counts under. While it runs it also keeps its
+/// trace (`Live`); once it has ended that is dropped, and the state's bulky parts with it, so
+/// that a root of 10,000 ended runs costs its series and one small state per run, not every
+/// run's events (docs/metrics.md, "Memory").
 #[derive(Debug, Clone)]
 pub struct RunMetrics {
     pub state: RunState,
-    /// The `loop` label the run's contribution is filed under.
+    /// The `loop` label the run counts under now.
     pub loop_label: String,
     /// The label before the `--max-loops` cap (`loop_label` is it, or `other`).
     raw_label: String,
-    /// Packed once the run has ended.
-    contribution: RunContribution,
+    /// `loop_label`'s number in a model folded alone (`Local`).
+    label_number: u32,
     /// Tokens and cost (`TALLIED`), summed in place while the run is folded alone: added to
-    /// its contribution when it ends and when it is merged.
+    /// the model's series when it ends, changes label, and when it is merged.
     tally: [i64; 5],
     /// Finished phases, counted in place while the run is folded alone (as `tally`).
     phases: PhaseCounts,
@@ -300,19 +320,19 @@ impl RunMetrics {
         Some((&*a.name, a.started?))
     }
 
-    /// Adds the tally to the contribution (`labels`: the model's).
-    fn flush_tally(&mut self, labels: &Interner) {
+    /// Adds the tally to the series of a model folded alone.
+    fn flush_tally(&mut self, local: &mut Local) {
         if self.tally == [0; 5] && self.phases.is_empty() {
             return;
         }
-        let c = &mut self.contribution.open(labels).0;
-        for (key, n) in TALLIED.iter().zip(std::mem::take(&mut self.tally)) {
-            if n != 0 {
-                bump_delta(c, key.clone(), Delta::Count(n), key.metric);
+        let (n, series) = (self.label_number, &mut local.series);
+        for (key, t) in TALLIED.iter().zip(std::mem::take(&mut self.tally)) {
+            if t != 0 {
+                bump_delta(series, (n, key.clone()), Delta::Count(t), key.metric);
             }
         }
         for (key, val) in self.phases.take() {
-            bump_owned(c, key, val);
+            bump_owned(series, (n, key), val);
         }
     }
 
@@ -376,20 +396,11 @@ pub struct MetricState {
     /// Full label values (with `loop`) to value.
     totals: Totals,
     caps: Caps,
-    /// The label values of the runs' packed contributions.
-    labels: Interner,
-    /// A log folded alone (`alone`): no totals kept; `absorb` adds them up from the
-    /// contributions.
+    /// A log folded alone (`alone`): no totals kept, but `local`, which `absorb` adds to them.
     alone: bool,
-    /// Ended runs keep their contribution unpacked: the tests' oracle (packing changes no
-    /// value).
-    keep_open: bool,
-    /// Ended runs it may still leave unpacked (folded alone: `ALONE_OPEN`).
-    open_budget: usize,
+    local: Local,
     /// Other shards of the log folded alone, joined (`join`), absorbed with it.
     joined: Vec<MetricState>,
-    /// Folded alone and settled (`settle`): `totals` holds its runs' contributions summed.
-    settled: bool,
     /// Runs of logs without explicit phases are folded the lean way (`lean.rs`): a log folded
     /// alone at start-up (`fold_lean`).
     lean: bool,
@@ -429,14 +440,12 @@ impl MetricState {
         for (key, val) in src.contribution.0.iter().filter(|(k, _)| gauge(k)) {
             self.totals.add(&key.series(""), val, -1);
         }
+        // A run's one gauge series: `loopctl_runs` of its status, under its label.
         for (id, r) in src.runs {
             self.running.remove(&(source, id));
-            let totals = &mut self.totals;
-            r.contribution.for_each(&self.labels, |key, val| {
-                if gauge(key) {
-                    totals.add(&key.series(&r.loop_label), val, -1);
-                }
-            });
+            let key = runs_key(r.state.status);
+            self.totals
+                .apply(&key.series(&r.loop_label), Delta::Count(-1));
         }
     }
 
@@ -520,11 +529,12 @@ impl MetricState {
             EntryRef::Vacant(e) => {
                 let state = RunState::new(run_id);
                 let raw = loop_label(&state, &name);
+                let loop_label = self.admit_loop(raw.clone());
                 let mut r = RunMetrics {
-                    loop_label: self.admit_loop(raw.clone()),
+                    label_number: self.label_number(&loop_label),
+                    loop_label,
                     raw_label: raw,
                     state,
-                    contribution: RunContribution::default(),
                     tally: [0; 5],
                     phases: PhaseCounts::default(),
                     live: None,
@@ -616,11 +626,21 @@ impl MetricState {
     }
 
     fn add(&mut self, run: &mut RunMetrics, key: Key, d: Delta) {
-        let m = key.metric;
-        if !self.alone {
+        if self.alone {
+            let m = key.metric;
+            bump_delta(&mut self.local.series, (run.label_number, key), d, m);
+        } else {
             self.totals.apply(&key.series(&run.loop_label), d);
         }
-        bump_delta(&mut run.contribution.open(&self.labels).0, key, d, m);
+    }
+
+    /// A label's number in `local` (folded alone; unused otherwise).
+    fn label_number(&mut self, label: &str) -> u32 {
+        if self.alone {
+            self.local.number(label)
+        } else {
+            0
+        }
     }
 
     fn fold(&mut self, run: &mut RunMetrics, ev: &Event<'_>, keep_seq: Option<u64>, source: &str) {
@@ -657,15 +677,14 @@ impl MetricState {
                 if let Some(l) = lean.as_deref_mut() {
                     l.admitted.clear();
                 }
+                // What it counted stays under the old label (a counter never goes down); from
+                // here on it counts under the new one, and its gauge moves there.
+                run.flush_tally(&mut self.local);
+                self.add(run, runs_key(before), Delta::Count(-1));
+                run.label_number = self.label_number(&label);
+                run.loop_label = label;
+                self.add(run, runs_key(before), Delta::Count(1));
             }
-            if label != run.loop_label && !self.alone {
-                let totals = &mut self.totals;
-                run.contribution.for_each(&self.labels, |key, val| {
-                    totals.add(&key.series(&run.loop_label), val, -1);
-                    totals.add(&key.series(&label), val, 1);
-                });
-            }
-            run.loop_label = label;
         }
 
         let f = &ev.facts;
@@ -715,14 +734,7 @@ impl MetricState {
         if after != Status::Running {
             run.end();
             if after != before {
-                run.flush_tally(&self.labels);
-            }
-            if self.open_budget > 0 {
-                // Packed once merged, into the shared model's numbering: packing here would
-                // number the labels twice (here, then `renumber`).
-                self.open_budget -= 1;
-            } else if !self.keep_open {
-                run.contribution.pack(&mut self.labels);
+                run.flush_tally(&mut self.local);
             }
         }
     }
@@ -788,18 +800,16 @@ impl MetricState {
     /// counters stay.
     pub fn loops(&self) -> BTreeSet<&str> {
         // Every run adds 1 to `loopctl_runs_started_total` under its loop, and a counter never
-        // goes down: read off the series, O(series).
+        // goes down: read off the series, O(series). A run that moved to a new alias is in
+        // `loopctl_runs` under it (and in `loopctl_runs_finished_total` once it ends).
+        let known = [Metric::RunsStarted, Metric::Runs, Metric::RunsFinished];
         self.totals
             .keys()
-            .filter(|k| k.0 == Metric::RunsStarted)
+            .filter(|k| known.contains(&k.0))
             .filter_map(|k| k.1.first().map(String::as_str))
             .collect()
     }
 }
-
-/// Ended runs a log folded alone leaves unpacked (a run folder's log holds one run; a merged
-/// log, tens of thousands, packed past these to bound its memory).
-pub(super) const ALONE_OPEN: usize = 64;
 
 /// The series of `RunMetrics::tally`.
 const TALLIED: [Key; 5] = [

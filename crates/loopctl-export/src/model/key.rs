@@ -105,11 +105,6 @@ impl Key {
         }
     }
 
-    /// Both label places, unused ones empty.
-    pub(super) fn labels(&self) -> &[Label; 2] {
-        &self.labels
-    }
-
     /// The labels the metric has besides `loop`.
     fn own(&self) -> &[Label] {
         let n = self.metric.labels().len() - usize::from(self.metric.has_loop());

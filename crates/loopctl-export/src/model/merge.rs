@@ -1,8 +1,8 @@
 //! Models folded apart, added up: each log folded alone on some thread at start-up (and a
 //! large log's shards), then merged into the shared model. Every value is an integer sum and
 //! every run belongs to one log, so the merge equals one sequential fold, as long as the label
-//! caps do not bind (checked: `absorb`). A model folded alone keeps no totals (half the work
-//! of an event): they are the sum of the contributions, added up when it is absorbed.
+//! caps do not bind (checked: `absorb`). A model folded alone keeps no totals: its series are
+//! summed by loop label number (`Local`), added to the totals when it is absorbed.
 
 use super::{MetricState, Options, SourceId, Val, bump_owned};
 
@@ -16,7 +16,6 @@ impl MetricState {
             ..options.clone()
         });
         m.alone = true;
-        m.open_budget = super::ALONE_OPEN;
         m.add_source(name);
         m
     }
@@ -43,27 +42,22 @@ impl MetricState {
     }
 
     /// A shard of a log folded alone, all its lines read (on its own thread, beside the other
-    /// shards): its runs' contributions summed by series, so that absorbing it adds each series
-    /// once, not once per run (a merged log's tens of thousands, on one thread).
+    /// shards): what its runs tallied in place is summed into its series, so that absorbing it
+    /// adds each series once, not once per run (a merged log's tens of thousands, on one
+    /// thread).
     pub fn settle(&mut self) {
-        if !self.alone || self.settled {
+        if !self.alone {
             return;
         }
-        let (labels, totals) = (&self.labels, &mut self.totals);
+        let local = &mut self.local;
         for src in self.sources.iter_mut().flatten() {
-            for r in src.runs.values_mut() {
-                r.flush_tally(labels);
-                r.contribution.for_each(labels, |key, val| {
-                    totals.add(&key.series(&r.loop_label), val, 1);
-                });
-            }
+            src.runs.values_mut().for_each(|r| r.flush_tally(local));
         }
-        self.settled = true;
     }
 
     /// Takes in another shard of the same log (folded alone, its runs not this one's). Its
-    /// runs wait for `absorb`: taken in here, each would be numbered twice over (into this
-    /// shard's labels, then the shared model's), on one thread after the shards' fold.
+    /// series wait for `absorb`: added here, each would be looked up twice over (here, then in
+    /// the shared model), on one thread after the shards' fold.
     pub fn join(&mut self, mut other: MetricState) {
         // The caps `absorb` checks are all the shards'.
         self.caps.take_in(std::mem::take(&mut other.caps));
@@ -71,24 +65,27 @@ impl MetricState {
         self.joined.push(other);
     }
 
-    fn merge(&mut self, source: SourceId, other: MetricState) {
+    fn merge(&mut self, source: SourceId, mut other: MetricState) {
+        other.settle();
         let MetricState {
             sources,
             running,
             caps,
-            labels,
-            totals,
-            settled,
+            local,
             lean_runs,
             ..
         } = other;
         self.lean_runs += lean_runs;
-        // A settled shard's runs are summed already (`settle`).
-        let settled = settled && !self.alone;
-        if settled {
-            self.totals.add_all(totals);
-        }
         self.caps.take_in(caps);
+        for ((n, key), val) in local.series {
+            let label = local.labels.get(n as usize).map_or("", String::as_str);
+            if self.alone {
+                let n = self.local.number(label);
+                bump_owned(&mut self.local.series, (n, key), val);
+            } else {
+                self.totals.add(&key.series(label), &val, 1);
+            }
+        }
         let (Some(Some(mut src)), Some(Some(dst))) =
             (sources.into_iter().next(), self.sources.get_mut(source))
         else {
@@ -104,21 +101,10 @@ impl MetricState {
             }
             bump_owned(&mut dst.contribution.0, key, val);
         }
-        let mut renumbered = Vec::new();
         dst.runs.reserve(src.runs.len());
         for (id, mut r) in src.runs {
-            r.flush_tally(&labels);
-            let totals = &mut self.totals;
-            let label = &r.loop_label;
-            let mut add =
-                |key: &super::Key, val: &super::Val| totals.add(&key.series(label), val, 1);
-            let f: Option<&mut super::packed::Visit<'_>> =
-                (!self.alone && !settled).then_some(&mut add);
-            r.contribution
-                .renumber(&labels, &mut self.labels, &mut renumbered, f);
-            if !r.is_live() && !self.keep_open {
-                // Tallied after its end (and so unpacked by `flush_tally`): packed again.
-                r.contribution.pack(&mut self.labels);
+            if self.alone {
+                r.label_number = self.local.number(&r.loop_label);
             }
             dst.runs.insert(id, r);
         }

@@ -123,7 +123,7 @@ impl MetricState {
     }
 
     /// Observes finished explicit attempts once each; while the log has none, the derived
-    /// aif-loop steps instead (the last one again each time it grows).
+    /// aif-loop steps instead, each once it is over.
     fn observe_phases(&mut self, run: &mut RunMetrics, l: &mut Live, ev: &Event<'_>, ending: bool) {
         if l.trace.attempts.is_empty() {
             // A derived step is observed once it is over (its last event is known): a later
@@ -143,16 +143,8 @@ impl MetricState {
             l.steps_seen = l.steps_seen.max(over);
             return;
         }
-        if l.steps_seen > 0 {
-            // Explicit attempts win over derived steps (`Trace::phases`): take the steps back
-            // (an observed step no longer changes).
-            for i in 0..l.steps_seen {
-                if let Some(o) = attempt_obs(&l.trace.steps[i]) {
-                    self.phase_obs(run, &mut l.admitted, &o, -1);
-                }
-            }
-            l.steps_seen = 0;
-        }
+        // Steps observed before the first explicit attempt stay counted (`Trace::phases` drops
+        // them then, but a counter never goes down); none is observed after it.
         if ev.kind != Kind::PhaseFinished {
             return;
         }

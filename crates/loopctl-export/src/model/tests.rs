@@ -1,10 +1,11 @@
-//! Packing an ended run's contribution changes no value: merged logs whose runs end, resume
-//! (some under a new alias) and end again give the series of a model that packs nothing,
-//! folded in one pass or in shards merged, and leave nothing behind when their log is dropped.
+//! Merged logs whose runs end, resume (some under a new alias) and end again: the same series
+//! folded in one pass or in shards merged; no counter or histogram goes down while they are
+//! followed; a dropped log takes back its gauges only.
 
 use proptest::prelude::*;
 
 use super::*;
+use std::collections::HashMap;
 
 const RUNS: &[&str] = &[
     "billing-20260101-000001",
@@ -74,37 +75,49 @@ fn series(m: &MetricState) -> Vec<(SeriesKey, Val)> {
         .collect()
 }
 
-fn unpacked() -> MetricState {
-    let mut m = MetricState::new(Options::default());
-    m.keep_open = true;
-    m
+/// Counters and histograms (not gauges) by series: what must never go down.
+fn counted(m: &MetricState) -> Vec<(SeriesKey, Val)> {
+    series(m)
+        .into_iter()
+        .filter(|(k, _)| k.0.kind() != super::Type::Gauge)
+        .collect()
+}
+
+/// Whether every series of `before` is still there in `after`, none lower.
+fn none_went_down(before: &[(SeriesKey, Val)], after: &[(SeriesKey, Val)]) -> bool {
+    let now: HashMap<&SeriesKey, &Val> = after.iter().map(|(k, v)| (k, v)).collect();
+    before.iter().all(|(k, v)| match (v, now.get(k)) {
+        (Val::Count(a), Some(Val::Count(b))) => b >= a,
+        (Val::Hist(a), Some(Val::Hist(b))) => {
+            b.count >= a.count && a.buckets.iter().zip(&b.buckets).all(|(x, y)| y >= x)
+        }
+        _ => false,
+    })
 }
 
 fn check(steps: &[Step]) {
     let lines = lines(steps);
-    let mut oracle = unpacked();
-    let s = oracle.add_source("merged");
-    fold(&mut oracle, s, &lines);
-
+    // Followed line by line, as `serve` does once started.
     let mut m = MetricState::new(Options::default());
     let s = m.add_source("merged");
-    fold(&mut m, s, &lines);
-    assert_eq!(series(&m), series(&oracle));
+    let mut before = Vec::new();
+    for l in &lines {
+        fold(&mut m, s, std::slice::from_ref(l));
+        let now = counted(&m);
+        assert!(none_went_down(&before, &now), "after {l}");
+        before = now;
+    }
 
-    // In two shards by run, folded alone and merged, as the start-up folds a large log: ended
-    // runs left unpacked until merged (a run folder's log), or packed in the shard and
-    // renumbered (a merged log's, past `ALONE_OPEN`); the shards settled (their runs summed
-    // on their threads) as the driver does, or not.
+    // In two shards by run, folded alone and merged, as the start-up folds a large log; the
+    // shards settled (their runs' tallies summed on their threads) as the driver does, or not.
     let mut merged = MetricState::new(Options::default());
     let mut s2 = 0;
-    for (budget, settle) in [(super::ALONE_OPEN, true), (0, true), (0, false)] {
+    for settle in [true, false] {
         let mut shards = [0, 1].map(|_| MetricState::alone(&Options::default(), "merged"));
         for l in &lines {
             if let Ok(ev) = loopctl_core::parse_line(l) {
                 let run = ev.run_id.as_deref().unwrap_or("");
-                let shard = &mut shards[usize::from(run.len() % 2 == 0)];
-                shard.open_budget = shard.open_budget.min(budget);
-                shard.apply(0, &ev);
+                shards[usize::from(run.len() % 2 == 0)].apply(0, &ev);
             }
         }
         if settle {
@@ -115,18 +128,11 @@ fn check(steps: &[Step]) {
         merged = MetricState::new(Options::default());
         s2 = merged.add_source("merged");
         assert!(merged.absorb(s2, a).is_ok());
-        assert_eq!(
-            series(&merged),
-            series(&oracle),
-            "budget {budget}, settled {settle}"
-        );
+        assert_eq!(series(&merged), series(&m), "settled {settle}");
     }
 
-    // A forgotten log takes back its gauges only: counters and histograms never go down.
-    let counted: Vec<(SeriesKey, Val)> = series(&m)
-        .into_iter()
-        .filter(|(k, _)| k.0.kind() != super::Type::Gauge)
-        .collect();
+    // A forgotten log takes back its gauges only.
+    let counted = counted(&m);
     m.drop_source(s);
     merged.drop_source(s2);
     assert_eq!(series(&m), counted);
@@ -134,9 +140,9 @@ fn check(steps: &[Step]) {
 }
 
 #[test]
-fn a_run_ended_resumed_under_a_new_alias_and_ended_again_counts_as_unpacked() {
-    // The bare id runs, stops (packed under the folder's label), is resumed naming its alias
-    // (everything it contributed moves to `billing`), runs a phase and fails.
+fn a_run_resumed_under_a_new_alias_counts_on_under_it_and_leaves_its_old_counts() {
+    // The bare id runs and stops (under the folder's label), is resumed naming its alias,
+    // runs a phase and fails.
     let steps = [
         (2, 2, 0, false),
         (2, 3, 0, false),
@@ -155,24 +161,29 @@ fn a_run_ended_resumed_under_a_new_alias_and_ended_again_counts_as_unpacked() {
     let mut m = MetricState::new(Options::default());
     let s = m.add_source("merged");
     fold(&mut m, s, &lines(&steps[..5]));
-    let run = m
-        .runs()
-        .find(|(_, r)| r.state.run_id == "9f8e7d")
-        .unwrap()
-        .1;
-    assert!(run.contribution.is_packed(), "an ended run is packed");
-    let key = |l: &str| (Metric::Evaluations, vec![l.to_string(), "fail".to_string()]);
-    assert_eq!(m.get(&key("merged")), Some(&Val::Count(1)));
+    let key = |m: Metric, l: &str, v: &str| (m, vec![l.to_string(), v.to_string()]);
+    let fail = |l: &str| key(Metric::Evaluations, l, "fail");
+    let runs = |l: &str, status: &str| (Metric::Runs, vec![l.to_string(), status.to_string()]);
+    assert_eq!(m.get(&fail("merged")), Some(&Val::Count(1)));
+    assert_eq!(m.get(&runs("merged", "stopped")), Some(&Val::Count(1)));
     fold(&mut m, s, &lines(&steps)[5..]);
-    assert_eq!(m.get(&key("merged")), None);
-    assert_eq!(m.get(&key("billing")), Some(&Val::Count(1)));
+    // Its first evaluation stays counted where it was; its second counts under `billing`.
+    assert_eq!(m.get(&fail("merged")), Some(&Val::Count(1)));
+    assert_eq!(
+        m.get(&key(Metric::Evaluations, "billing", "pass")),
+        Some(&Val::Count(1))
+    );
+    // Its gauge moved: the run is one `failed` run of `billing`, and no run of `merged`.
+    assert_eq!(m.get(&runs("merged", "stopped")), None);
+    assert_eq!(m.get(&runs("billing", "failed")), Some(&Val::Count(1)));
+    assert!(m.loops().contains("billing"));
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
-    fn packing_ended_runs_changes_no_series(
+    fn shards_merged_equal_one_fold_and_no_counter_goes_down(
         steps in prop::collection::vec((0usize..4, 0u8..8, 0u8..10, prop::bool::weighted(0.05)), 0..120)
     ) {
         check(&steps);

@@ -122,25 +122,6 @@ impl Totals {
         }
     }
 
-    /// Adds every series of `other`.
-    pub(super) fn add_all(&mut self, other: Totals) {
-        for (series, val) in other.0 {
-            match self.0.entry(series) {
-                hashbrown::hash_map::Entry::Occupied(mut e) => {
-                    e.get_mut().add(&val, 1);
-                    if e.get().is_zero() {
-                        e.remove();
-                    }
-                }
-                hashbrown::hash_map::Entry::Vacant(e) => {
-                    if !val.is_zero() {
-                        e.insert(val);
-                    }
-                }
-            }
-        }
-    }
-
     pub(super) fn get(&self, key: &SeriesKey) -> Option<&Val> {
         self.0.get(&Owned(key))
     }
