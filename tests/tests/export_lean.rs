@@ -425,3 +425,116 @@ fn the_corpus_prints_the_same_the_lean_way() {
     let (lean, _, full) = lean_and_full(&all, 2);
     assert_eq!(lean, full);
 }
+
+/// An aif-loop merged log of `runs` interleaved runs, about 60 events each, some stagnating
+/// (the same rule failing at a flat score), some failing; each run ends unless `open_last`.
+fn merged_aif_log(runs: usize, open_last: bool) -> Vec<String> {
+    let steps = [
+        "PLAN",
+        "GENERATE",
+        "PREPARE_CHECKS",
+        "EVALUATE",
+        "CRITIQUE",
+        "REFINE",
+    ];
+    let run_lines = |r: usize| {
+        let id = format!("svc{}-20260218-1200{:02}-{r:06}", r % 7, r % 60);
+        let mut out = vec![
+            json!({"run_id":&id,"seq":0,"iteration":0,"phase":"A","step":"INIT","event":"run_started","payload":{"goal":"g","config":{"max_iterations":12,"threshold":0.9}}}),
+        ];
+        let stagnating = r % 5 == 0;
+        for it in 1..=10u64 {
+            for (k, step) in steps.iter().enumerate() {
+                let seq = out.len();
+                let phase = if it > 5 { "B" } else { "A" };
+                let mut ev = json!({"run_id":&id,"seq":seq,"iteration":it,"phase":phase,"step":step,"event":"artifact_created","payload":{"duration_ms":1000 + k * 10,"tokens_in":100 + r,"tokens_out":20 + k}});
+                if *step == "EVALUATE" {
+                    let score = if stagnating {
+                        0.4
+                    } else {
+                        0.3 + it as f64 * 0.05
+                    };
+                    ev["event"] = json!("evaluation_done");
+                    let rule = if stagnating { 1 } else { it };
+                    ev["payload"] = json!({"score":score,"passed":false,"failed_rules":[format!("r{rule}")],"tokens_in":50,"tokens_out":9});
+                } else if *step == "REFINE" && (stagnating || (r + it as usize) % 9 == 0) {
+                    ev["event"] = json!("phase_error");
+                    ev["payload"] = json!({"error":"cargo test failed"});
+                }
+                out.push(ev);
+            }
+        }
+        let end = if r % 4 == 1 { "failed" } else { "stopped" };
+        out.push(json!({"run_id":&id,"seq":out.len(),"iteration":10,"phase":"B","step":"STOP","event":end,"payload":{"final_score":0.5,"iterations":10}}));
+        out
+    };
+    let mut per_run: Vec<Vec<Value>> = (0..runs).map(run_lines).collect();
+    if open_last && let Some(last) = per_run.last_mut() {
+        last.pop();
+    }
+    // A window of 16 runs open at a time, their events interleaved, with timestamps in order.
+    let mut lines = Vec::new();
+    for window in per_run.chunks(16) {
+        let longest = window.iter().map(Vec::len).max().unwrap_or(0);
+        for k in 0..longest {
+            for ev in window.iter().filter_map(|r| r.get(k)) {
+                let mut ev = ev.clone();
+                let t = lines.len();
+                ev["ts"] = json!(format!(
+                    "2026-02-18T{:02}:{:02}:{:02}.{:03}Z",
+                    t / 360_000 % 24,
+                    t / 6000 % 60,
+                    t / 100 % 60,
+                    t % 100 * 10
+                ));
+                lines.push(ev.to_string());
+            }
+        }
+    }
+    lines
+}
+
+/// A merged log large enough for the fold driver to split by run (past 8 MiB): its shards fold
+/// the lean way, and when one cannot be exact (a run left running, an event the lean way does
+/// not fold) the log is folded again the full way; every way prints what a sequential pass
+/// prints.
+#[test]
+fn a_large_merged_log_is_folded_the_lean_way_in_shards() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = 700;
+    let ended = merged_aif_log(runs, false);
+    let mut phased = ended.clone();
+    // An explicit phase in a run under way (the run of the middle line).
+    let mid = ended.len() / 2;
+    let run: Value = serde_json::from_str(&ended[mid]).unwrap();
+    phased.insert(
+        mid,
+        json!({"run_id":run["run_id"],"event":"phase_started","phase":"build"}).to_string(),
+    );
+    for (name, lines, lean) in [
+        ("ended", ended, runs as u64),
+        ("open", merged_aif_log(runs, true), 0),
+        ("phased", phased, 0),
+    ] {
+        let path = tmp.path().join(format!("{name}.jsonl"));
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() > 9 << 20, "{name}");
+        let refs = logs(&[path]).unwrap();
+        let (printed, lean_runs, full) = lean_and_full(&refs, 2);
+        assert_eq!(lean_runs, lean, "{name}");
+        if printed.0 != full.0 {
+            panic!(
+                "{name}: lean (-) vs full (+):\n{}",
+                diff_lines(&printed.0, &full.0).join("\n")
+            );
+        }
+        assert_eq!(printed, full, "{name}");
+        if name == "ended" {
+            // The stagnating fifth of the runs (140, 20 per loop) and only those.
+            let verdicts = printed.0.lines().filter(|l| {
+                l.starts_with("loopctl_stagnation_verdicts_total") && l.ends_with("} 20")
+            });
+            assert_eq!(verdicts.count(), 7, "{}", printed.0);
+        }
+    }
+}

@@ -158,30 +158,39 @@ pub struct LogFold {
     pub m: MetricState,
     pub feed: Feed,
     pub damages: Vec<Damage>,
-    /// Bytes of lines folded, while the fold is lean (`LEAN_MAX`).
+    /// Bytes of lines folded, while the fold is lean (`lean_max`).
     lean_bytes: u64,
+    /// Past this many bytes a log folded alone on one thread gives up the lean way (`LEAN_MAX`).
+    lean_max: u64,
+    /// Threads the log is folded on, and folded again on if need be.
+    pub threads: usize,
 }
 
 /// A log folded the lean way (`model/lean.rs`) may have to be folded again the full way: past
-/// this many bytes it is not folded the lean way, so that a second reading costs little more
-/// than the first. A larger log is split by run on threads, and its shards fold the full way.
+/// this many bytes a log read by one thread is not folded the lean way, so that a second
+/// reading costs little more than the first. A larger log is split by run on threads, and its
+/// shards fold the lean way to its end: a large log is mostly a merged log of ended runs, and
+/// folding one again costs what its first fold cost, on all threads.
 const LEAN_MAX: u64 = 8 << 20;
 
 impl LogFold {
-    /// A log's fold, lean (`MetricState::fold_lean`): a log folded whole at start-up.
-    pub fn new(options: &Options, name: &str, max_line: usize) -> LogFold {
-        let mut f = LogFold::full(options, name, max_line);
+    /// A log's fold, lean (`MetricState::fold_lean`): a log folded whole at start-up, on up
+    /// to `threads` threads.
+    pub fn new(options: &Options, name: &str, max_line: usize, threads: usize) -> LogFold {
+        let mut f = LogFold::full(options, name, max_line, threads);
         f.m.fold_lean(true);
         f
     }
 
-    /// A log's fold the full way (a shard of a large log, a log folded again).
-    pub fn full(options: &Options, name: &str, max_line: usize) -> LogFold {
+    /// A log's fold the full way (a log folded again).
+    pub fn full(options: &Options, name: &str, max_line: usize, threads: usize) -> LogFold {
         LogFold {
             m: MetricState::alone(options, name),
             feed: Feed::new(0, max_line),
             damages: Vec::new(),
             lean_bytes: 0,
+            lean_max: LEAN_MAX,
+            threads,
         }
     }
 
@@ -193,7 +202,7 @@ impl LogFold {
         }
         if self.m.is_lean() {
             self.lean_bytes += line.len + 1;
-            if self.lean_bytes > LEAN_MAX {
+            if self.lean_bytes > self.lean_max {
                 self.m.give_up_lean();
                 return !self.m.gave_up();
             }
@@ -229,11 +238,17 @@ impl Projection for LogFold {
     }
 }
 
-/// Shards hold the lines of distinct runs: their models add up (`MetricState::join`).
+/// Shards hold the lines of distinct runs: their models add up (`MetricState::join`). A lean
+/// fold's shards fold the lean way, with no byte limit (see `LEAN_MAX`).
 impl Split for LogFold {
     fn fork(&self) -> Self {
         let name = self.m.source_name(0).unwrap_or_default();
-        LogFold::full(&self.m.options, name, self.feed.max_line)
+        let mut f = LogFold::full(&self.m.options, name, self.feed.max_line, self.threads);
+        if self.m.is_lean() {
+            f.m.fold_lean(true);
+            f.lean_max = u64::MAX;
+        }
+        f
     }
 
     fn settle(&mut self) {

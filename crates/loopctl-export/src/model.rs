@@ -616,6 +616,7 @@ impl MetricState {
                 .iter()
                 .flatten()
                 .any(|s| s.runs.values().any(|r| r.lean.is_some()))
+            || self.joined.iter().any(MetricState::needs_full)
     }
 
     /// Gives up the lean way: the log is to be folded again the full way (it grew too large

@@ -141,7 +141,7 @@ pub fn fold_logs_batched(
     read: &ReadOptions,
     mut take: impl FnMut(usize, Vec<Result<LogFold, ExportError>>) -> bool,
 ) {
-    let make = |r: &RunRef| LogFold::new(options, &r.name, read.max_line);
+    let make = |r: &RunRef| LogFold::new(options, &r.name, read.max_line, read.threads);
     fold_runs_batched(
         &log_runs(logs),
         BATCH,
@@ -187,11 +187,12 @@ pub fn absorb(
     let max_line = f.feed.max_line;
     if f.m.needs_full() {
         // Its lean fold could not be exact (an aif-loop run still running, an event it does not
-        // fold): folded again the full way, here (the log is small: `feed::LEAN_MAX`).
-        let full = LogFold::full(&f.m.options, &log.name, max_line);
+        // fold): folded again the full way, here (on one thread, as the log is small
+        // (`feed::LEAN_MAX`), or split by run as the first fold was).
+        let full = LogFold::full(&f.m.options, &log.name, max_line, f.threads);
         let read = ReadOptions {
             max_line,
-            threads: 1,
+            threads: f.threads,
             regular_only: true,
             default_run: log.name.clone(),
             ..ReadOptions::default()

@@ -5,8 +5,9 @@
 //! and the steps from the first one that failed (the steps before it cannot start a failure
 //! streak, and a step that ended well changes none). The last step is kept compact (`Step`).
 //!
-//! Used only by a log folded alone at start-up (`MetricState::observe_lean`), only for
-//! aif-loop's runs (`starts`), and only for runs that end in the log: a run still running at its end, or an event this path does not fold
+//! Used only by a log folded alone at start-up, whole or in shards by run
+//! (`MetricState::observe_lean`), only for aif-loop's runs (`starts`), and only for runs that
+//! end in the log: a run still running at its end, or an event this path does not fold
 //! (explicit phases, retries, escalations, transitions, session ends), makes the log's fold
 //! `needs_full`, and the log is folded again the full way. Tests hold the two paths to the same
 //! series (`tests/tests/export_lean.rs`, `crates/loopctl-export/tests/parallel.rs`).
