@@ -28,16 +28,17 @@ use super::{MetricState, RunMetrics};
 pub(super) struct Lean {
     last_seq: Option<u64>,
     iteration: u64,
-    /// The quality phase: `A` until an event names one (an empty one is `A` again at the
-    /// next event, as in `Trace`).
-    phase: Name,
+    /// The quality phase (in `names`): `A` until an event names one (an empty one is `A` again
+    /// at the next event, as in `Trace`).
+    phase: u32,
     prev_ts: Option<Ts>,
     last_score: f64,
     /// The text of the last error recorded (a stop restating it records no second one).
     last_error: Option<String>,
     /// The stop's stated iteration count, once the run stopped (`None` inside: none stated).
     stop: Option<Option<u64>>,
-    /// Step names, each once.
+    /// Step and phase names, each once: steps refer to them by number (no reference count to
+    /// change as a step is made, observed and dropped, several times per event).
     names: Vec<Name>,
     /// The last step.
     cur: Option<Step>,
@@ -57,18 +58,19 @@ pub(super) struct Lean {
     pub(super) admitted: Vec<Name>,
 }
 
-/// A derived step, as `Trace` keeps it (`Attempt`), without what derived steps never have.
+/// A derived step, as `Trace` keeps it (`Attempt`), without what derived steps never have;
+/// its name and phase by number (`Lean::names`).
 #[derive(Debug, Clone)]
 struct Step {
-    name: Name,
+    name: u32,
     iteration: Option<u64>,
-    phase: Name,
+    phase: u32,
     duration_ms: Option<u64>,
     error: Option<String>,
 }
 
 impl Step {
-    /// `attempt_obs` of the step's `Attempt`.
+    /// `attempt_obs` of the step's `Attempt`, its name by number.
     fn obs(&self) -> Obs {
         let stop = if self.error.is_some() {
             "error"
@@ -76,23 +78,18 @@ impl Step {
             "end_turn"
         };
         let ms = self.duration_ms.and_then(|d| i64::try_from(d).ok());
-        (self.name.clone(), "step", ms, stop)
-    }
-
-    fn attempt(&self) -> Attempt {
-        Attempt {
-            phase: Some(self.phase.clone()),
-            derived: true,
-            duration_ms: self.duration_ms,
-            finished: true,
-            error: self.error.clone(),
-            ..Attempt::new(self.name.clone(), self.iteration)
-        }
+        (self.name, "step", ms, stop)
     }
 }
 
-/// A step's observation (`PhaseObs`, its name owned).
-type Obs = (Name, &'static str, Option<i64>, &'static str);
+/// The name numbered `i` (numbers come from `Lean::intern`; the empty name for any other).
+fn name_of(names: &[Name], i: u32) -> &Name {
+    static EMPTY: std::sync::LazyLock<Name> = std::sync::LazyLock::new(|| Arc::from(""));
+    names.get(i as usize).unwrap_or(&EMPTY)
+}
+
+/// A step's observation (`PhaseObs`, its name by number).
+type Obs = (u32, &'static str, Option<i64>, &'static str);
 
 /// Whether a run whose trace starts at `ev` is folded the lean way: aif-loop's runs, whose
 /// steps are derived. Native and Avenor runs write explicit phases, which the lean way does not
@@ -124,13 +121,27 @@ impl Lean {
         self.stop.flatten()
     }
 
-    fn intern(&mut self, name: &str) -> Name {
-        if let Some(n) = self.names.iter().rev().find(|n| same_text(n, name)) {
-            return n.clone();
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(i) = self.names.iter().rposition(|n| same_text(n, name)) {
+            return i as u32;
         }
-        let n: Name = Arc::from(name);
-        self.names.push(n.clone());
-        n
+        self.names.push(Arc::from(name));
+        (self.names.len() - 1) as u32
+    }
+
+    fn name(&self, i: u32) -> &Name {
+        name_of(&self.names, i)
+    }
+
+    fn attempt(&self, st: &Step) -> Attempt {
+        Attempt {
+            phase: Some(self.name(st.phase).clone()),
+            derived: true,
+            duration_ms: st.duration_ms,
+            finished: true,
+            error: st.error.clone(),
+            ..Attempt::new(self.name(st.name).clone(), st.iteration)
+        }
     }
 
     /// Folds one event as `Trace::apply` does; the step that ended (a new one began) is handed
@@ -147,12 +158,12 @@ impl Lean {
         if let Some(it) = ev.iteration {
             self.iteration = self.iteration.max(it);
         }
-        if self.phase.is_empty() {
+        if self.name(self.phase).is_empty() {
             self.phase = self.intern("A");
         }
         if let Some(p) = ev.phase.as_deref()
             && ev.kind != Kind::PhaseSwitched
-            && !same_text(&self.phase, p)
+            && !same_text(self.name(self.phase), p)
         {
             self.phase = self.intern(p);
         }
@@ -164,7 +175,7 @@ impl Lean {
                 let e = Evaluation {
                     at: Default::default(),
                     iteration: ev.iteration.unwrap_or(self.iteration),
-                    quality_phase: self.phase.clone(),
+                    quality_phase: self.name(self.phase).clone(),
                     score: f.score,
                     passed: f.passed,
                     threshold: f.threshold,
@@ -244,9 +255,9 @@ impl Lean {
             && self.cur.as_ref().is_some_and(|st| st.error.is_some());
         let extends = (self.open || failed_after_error)
             && self.cur.as_ref().is_some_and(|st| {
-                same_text(&st.name, name)
+                same_text(self.name(st.name), name)
                     && st.iteration == iteration
-                    && same_text(&st.phase, &self.phase)
+                    && st.phase == self.phase
             });
         if extends {
             if let Some(st) = self.cur.as_mut() {
@@ -272,7 +283,8 @@ impl Lean {
                 error: None,
             };
             if self.failed_once {
-                self.seen.steps.push(step.attempt());
+                let a = self.attempt(&step);
+                self.seen.steps.push(a);
             }
             self.cur = Some(step);
         }
@@ -281,6 +293,7 @@ impl Lean {
             let text = error
                 .or_else(|| ev.facts.reason.clone())
                 .unwrap_or_else(|| ev.name.to_string());
+            let mut first_failure = false;
             if let Some(st) = self.cur.as_mut()
                 && st.error.is_none()
             {
@@ -291,8 +304,12 @@ impl Lean {
                     }
                 } else {
                     self.failed_once = true;
-                    self.seen.steps.push(st.attempt());
+                    first_failure = true;
                 }
+            }
+            if first_failure && let Some(st) = &self.cur {
+                let a = self.attempt(st);
+                self.seen.steps.push(a);
             }
             self.open = false;
         }
@@ -313,12 +330,14 @@ impl MetricState {
         let mut ended = None;
         l.apply(ev, &mut |st| ended = Some(st.obs()));
         if let Some((name, kind, ms, stop)) = ended {
-            self.phase_obs(run, &mut l.admitted, &(&name, kind, ms, stop), 1);
+            let name = name_of(&l.names, name);
+            self.phase_obs(run, &mut l.admitted, &(name, kind, ms, stop), 1);
         }
         if ending && !l.last_observed {
             l.last_observed = true;
             if let Some((name, kind, ms, stop)) = l.cur.as_ref().map(Step::obs) {
-                self.phase_obs(run, &mut l.admitted, &(&name, kind, ms, stop), 1);
+                let name = name_of(&l.names, name);
+                self.phase_obs(run, &mut l.admitted, &(name, kind, ms, stop), 1);
             }
         }
         for i in evaluations..l.seen.evaluations.len() {
