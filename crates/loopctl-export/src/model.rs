@@ -666,9 +666,11 @@ impl MetricState {
             self.needs_full = true;
             lean = None;
         }
-        // Admitted again only when what the label is made of changed (admission is monotonic).
+        // Admitted again only when what the label is made of changed (admission is monotonic):
+        // the alias, set by `run_started` alone (not compared at every event: its text is out
+        // of cache by then, in a merged log).
         let raw = loop_label_ref(&run.state, source);
-        if raw != run.raw_label {
+        if ev.kind == Kind::RunStarted && raw != run.raw_label {
             run.raw_label = raw.to_string();
             let label = self.admit_loop(run.raw_label.clone());
             if label != run.loop_label {
