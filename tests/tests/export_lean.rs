@@ -427,8 +427,8 @@ fn the_corpus_prints_the_same_the_lean_way() {
 }
 
 /// An aif-loop merged log of `runs` interleaved runs, about 60 events each, some stagnating
-/// (the same rule failing at a flat score), some failing; each run ends unless `open_last`.
-fn merged_aif_log(runs: usize, open_last: bool) -> Vec<String> {
+/// (the same rule failing at a flat score), some failing; each run ends but run `open`.
+fn merged_aif_log(runs: usize, open: Option<usize>) -> Vec<String> {
     let steps = [
         "PLAN",
         "GENERATE",
@@ -469,8 +469,8 @@ fn merged_aif_log(runs: usize, open_last: bool) -> Vec<String> {
         out
     };
     let mut per_run: Vec<Vec<Value>> = (0..runs).map(run_lines).collect();
-    if open_last && let Some(last) = per_run.last_mut() {
-        last.pop();
+    if let Some(run) = open.and_then(|r| per_run.get_mut(r)) {
+        run.pop();
     }
     // A window of 16 runs open at a time, their events interleaved, with timestamps in order.
     let mut lines = Vec::new();
@@ -502,7 +502,7 @@ fn merged_aif_log(runs: usize, open_last: bool) -> Vec<String> {
 fn a_large_merged_log_is_folded_the_lean_way_in_shards() {
     let tmp = tempfile::tempdir().unwrap();
     let runs = 700;
-    let ended = merged_aif_log(runs, false);
+    let ended = merged_aif_log(runs, None);
     let mut phased = ended.clone();
     // An explicit phase in a run under way (the run of the middle line).
     let mid = ended.len() / 2;
@@ -513,10 +513,13 @@ fn a_large_merged_log_is_folded_the_lean_way_in_shards() {
     );
     for (name, lines, lean) in [
         ("ended", ended, runs as u64),
-        ("open", merged_aif_log(runs, true), 0),
+        // Its last run left running: the log's tail tells, and it is folded the full way.
+        ("open", merged_aif_log(runs, Some(runs - 1)), 0),
+        // Its first run left running, far from its tail: folded the lean way, then again.
+        ("open early", merged_aif_log(runs, Some(0)), 0),
         ("phased", phased, 0),
     ] {
-        let path = tmp.path().join(format!("{name}.jsonl"));
+        let path = tmp.path().join(format!("{}.jsonl", name.replace(' ', "-")));
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
         assert!(std::fs::metadata(&path).unwrap().len() > 9 << 20, "{name}");
         let refs = logs(&[path]).unwrap();

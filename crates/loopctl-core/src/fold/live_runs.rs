@@ -30,6 +30,13 @@ impl LiveRuns {
         state.iteration > before && state.iteration > 0
     }
 
+    /// Whether every run seen has ended (none is running after its last event).
+    pub fn all_ended(&self) -> bool {
+        self.states
+            .values()
+            .all(|s| s.status != crate::fold::run_state::Status::Running)
+    }
+
     pub fn state(&self, run: &str) -> Option<&RunState> {
         self.states.get(run)
     }

@@ -236,6 +236,48 @@ pub fn fold_runs<P: Split>(
     })
 }
 
+/// How much of a large log's end `tail_ends_its_runs` reads.
+const TAIL: u64 = 1 << 20;
+
+/// Whether every run with an event in the last mebibyte of the log at `path` has ended there (a
+/// line naming no run is `default_run`'s;
+/// run started before that tail counts as running until its end is seen). A guess, for a fold
+/// that has to fold a log again when some run is still running at its end (the metrics' lean
+/// start-up fold), at what the whole log will say, before folding it: true for a log too small
+/// to be split by run (`PARALLEL_MIN`) or that is no regular file, false for one that cannot
+/// be read.
+pub fn tail_ends_its_runs(path: &Path, default_run: &str, max_line: usize) -> bool {
+    use std::io::{Seek, SeekFrom};
+    struct Ends(loopctl_core::fold::live_runs::LiveRuns, String);
+    impl Projection for Ends {
+        fn event(&mut self, _: loopctl_core::fold::Line, ev: &loopctl_core::Event<'_>) {
+            self.0.apply(ev.run_id.as_deref().unwrap_or(&self.1), ev);
+        }
+    }
+    // Looked at before it is opened: a fifo would block the open (the fold reports it).
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.len() >= PARALLEL_MIN => {}
+        _ => return true,
+    }
+    let Ok(mut file) = File::open(path) else {
+        return false;
+    };
+    let Ok(size) = file.metadata().map(|m| m.len()) else {
+        return false;
+    };
+    let from = size.saturating_sub(TAIL);
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(from)).is_err() || file.take(TAIL).read_to_end(&mut bytes).is_err()
+    {
+        return false;
+    }
+    // From the first line that starts in the tail.
+    let start = memchr::memchr(b'\n', &bytes).map_or(bytes.len(), |i| i + 1);
+    let mut ends = Ends(Default::default(), default_run.to_string());
+    loopctl_core::fold::projection::fold_bytes(&mut ends, &bytes[start..], max_line);
+    ends.0.all_ended()
+}
+
 /// `fold_runs` over `runs` a batch at a time, on one set of threads: while `take` is handed
 /// the folds of one batch on this thread (with the index of its first run; batches in order,
 /// each taken before the next), the next batch is folded. Bounds the folds held at once to two

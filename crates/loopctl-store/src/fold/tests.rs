@@ -322,3 +322,44 @@ fn fold_paths_folds_a_file_a_run_folder_and_a_root_with_their_damaged_lines() {
         );
     }
 }
+
+#[test]
+fn a_large_log_s_tail_tells_whether_its_runs_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let ev = |run: usize, event: &str| {
+        format!(
+            r#"{{"run_id":"r{run}-20260218-120000","seq":1,"event":"{event}","pad":"{}"}}"#,
+            "x".repeat(200)
+        )
+    };
+    let write = |name: &str, last: &str| {
+        let mut text = String::new();
+        let mut run = 0;
+        while text.len() < PARALLEL_MIN as usize + (2 << 20) {
+            for event in ["run_started", "plan_created", "stopped"] {
+                text.push_str(&ev(run, event));
+                text.push('\n');
+            }
+            run += 1;
+        }
+        text.push_str(&ev(run, "run_started"));
+        text.push('\n');
+        text.push_str(&ev(run, last));
+        text.push('\n');
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let ended = write("ended.jsonl", "failed");
+    let open = write("open.jsonl", "plan_created");
+    assert!(tail_ends_its_runs(&ended, "", DEFAULT_MAX_LINE));
+    assert!(!tail_ends_its_runs(&open, "", DEFAULT_MAX_LINE));
+    // Small logs, folders and fifos (never opened: the open would block) are not guessed at.
+    let small = dir.path().join("small.jsonl");
+    std::fs::write(&small, ev(0, "run_started") + "\n").unwrap();
+    assert!(tail_ends_its_runs(&small, "", DEFAULT_MAX_LINE));
+    assert!(tail_ends_its_runs(dir.path(), "", DEFAULT_MAX_LINE));
+    let fifo = dir.path().join("fifo.jsonl");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    assert!(tail_ends_its_runs(&fifo, "", DEFAULT_MAX_LINE));
+}
