@@ -278,7 +278,7 @@ impl Lean {
             let step = Step {
                 name: self.intern(name),
                 iteration,
-                phase: self.phase.clone(),
+                phase: self.phase,
                 duration_ms: delta,
                 error: None,
             };
