@@ -442,7 +442,7 @@ fn merged_aif_log(runs: usize, open: Option<usize>) -> Vec<String> {
         let mut out = vec![
             json!({"run_id":&id,"seq":0,"iteration":0,"phase":"A","step":"INIT","event":"run_started","payload":{"goal":"g","config":{"max_iterations":12,"threshold":0.9}}}),
         ];
-        let stagnating = r % 5 == 0;
+        let stagnating = r.is_multiple_of(5);
         for it in 1..=10u64 {
             for (k, step) in steps.iter().enumerate() {
                 let seq = out.len();
@@ -457,7 +457,7 @@ fn merged_aif_log(runs: usize, open: Option<usize>) -> Vec<String> {
                     ev["event"] = json!("evaluation_done");
                     let rule = if stagnating { 1 } else { it };
                     ev["payload"] = json!({"score":score,"passed":false,"failed_rules":[format!("r{rule}")],"tokens_in":50,"tokens_out":9});
-                } else if *step == "REFINE" && (stagnating || (r + it as usize) % 9 == 0) {
+                } else if *step == "REFINE" && (stagnating || (r + it as usize).is_multiple_of(9)) {
                     ev["event"] = json!("phase_error");
                     ev["payload"] = json!({"error":"cargo test failed"});
                 }
