@@ -107,6 +107,9 @@ pub struct Config {
     pub max_connections: usize,
     /// Also push the metrics to an OTLP collector (`serve --otlp-metrics`).
     pub otlp_metrics: Option<crate::otel::metrics::Push>,
+    /// A root that does not exist yet is served empty, its runs picked up by the rescans once
+    /// it appears (the default root before the first run), instead of refused.
+    pub missing_roots_wait: bool,
 }
 
 /// What the server tells the person running it (the CLI prints it).
@@ -202,7 +205,13 @@ pub struct Served {
 
 /// Runs the server until `stop` is set.
 pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<Served, ServeError> {
-    let initial = maybe_logs(&cfg.roots)?;
+    let present: Vec<PathBuf> = cfg
+        .roots
+        .iter()
+        .filter(|r| !cfg.missing_roots_wait || r.exists())
+        .cloned()
+        .collect();
+    let initial = maybe_logs(&present)?;
     let (limit, room) = open_file_room(cfg.max_connections);
     if initial.len() as u64 > room {
         // Past the limit, neither the logs nor the listener could open a file: refused here

@@ -335,6 +335,39 @@ fn subfolders_without_a_log_are_skipped_at_start_up_and_picked_up_once_they_have
 }
 
 #[test]
+fn before_the_first_run_serve_starts_empty_and_picks_the_runs_up_as_they_appear() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Server::start_in(tmp.path(), &[], &[]);
+    let early = s.early.join("\n");
+    assert!(
+        early.contains("no runs under .loopctl yet: serving its runs as they appear"),
+        "{early}"
+    );
+    assert_eq!(s.get("/api/runs"), (200, "[]\n".to_string()));
+    // The first run creates the default root and its folder.
+    let run = "alpha-20260101-000000";
+    let dir = tmp.path().join(".loopctl").join(run);
+    std::fs::create_dir_all(&dir).unwrap();
+    append(
+        &dir.join("history.jsonl"),
+        &event(1, run, "run_started", json!({})),
+    );
+    s.wait_until(
+        |s| value(&s.metrics(), r#"loopctl_runs_started_total{loop="alpha"}"#) == Some(1.0),
+        "the first run",
+    );
+    // A root named (--root) must exist.
+    let out = Command::new(cargo_bin("loopctl"))
+        .current_dir(tmp.path())
+        .args(["--root", "missing", "serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no root folder missing"), "{err}");
+}
+
+#[test]
 fn bad_requests_are_answered_and_a_slow_client_does_not_stall_a_scrape() {
     let s = Server::start(&[&fixtures().join("native-clean")], &[]);
     assert_eq!(s.request(b"garbage\r\n\r\n").0, 400);

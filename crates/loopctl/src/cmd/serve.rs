@@ -39,7 +39,8 @@ use crate::output;
 pub struct Args {
     /// Roots (folders of run folders), run folders, log files or run ids (a run id names its
     /// run's folder, or the log file holding it, all of whose runs are served), as for `export
-    /// prometheus` (default: the root).
+    /// prometheus` (default: the root; the default root not existing yet is served empty, its
+    /// runs picked up as they appear).
     paths: Vec<String>,
     /// Address to listen on: IP:PORT or HOST:PORT (a host name is resolved; IPv4 first). The
     /// default is loopback only; a non-loopback address must be given here explicitly.
@@ -101,6 +102,15 @@ impl Ui for Terminal {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
+    // The default root before the first run: served empty, its runs picked up as they appear
+    // (a root named with --root or $LOOPCTL_ROOT must exist).
+    let waits = a.paths.is_empty() && !loopctl_store::root::root_exists(&ctx.root, ctx.root_named)?;
+    if waits {
+        output::note(&format!(
+            "no runs under {} yet: serving its runs as they appear",
+            ctx.root.display()
+        ));
+    }
     let roots = if a.paths.is_empty() {
         vec![ctx.root.clone()]
     } else {
@@ -115,6 +125,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         poll: a.poll,
         rescan: a.rescan,
         max_connections: 64,
+        missing_roots_wait: waits,
         otlp_metrics: a.otlp_metrics.as_deref().map(|url| {
             let env = |k: &str| std::env::var(k).ok();
             otel::metrics::Push {

@@ -15,6 +15,8 @@ pub struct Server {
     pub child: Child,
     pub addr: String,
     pub stderr: Receiver<String>,
+    /// What it printed on stderr up to its address.
+    pub early: Vec<String>,
 }
 
 impl Server {
@@ -25,6 +27,13 @@ impl Server {
     /// `start`, listening on `listen`.
     pub fn start_on(listen: &str, args: &[&Path], extra: &[&str]) -> Server {
         Server::spawn(Command::new(cargo_bin("loopctl")), listen, args, extra)
+    }
+
+    /// `start`, in folder `dir` (its default root is `dir/.loopctl`).
+    pub fn start_in(dir: &Path, args: &[&Path], extra: &[&str]) -> Server {
+        let mut cmd = Command::new(cargo_bin("loopctl"));
+        cmd.current_dir(dir).env_remove("LOOPCTL_ROOT");
+        Server::spawn(cmd, "127.0.0.1:0", args, extra)
     }
 
     /// `start` under an open-file limit of `nofile` (soft and hard: it cannot be raised).
@@ -53,6 +62,7 @@ impl Server {
             }
         });
         let mut addr = String::new();
+        let mut early = Vec::new();
         while addr.is_empty() {
             let line = rx
                 .recv_timeout(Duration::from_secs(30))
@@ -60,11 +70,13 @@ impl Server {
             if let Some(rest) = line.split("http://").nth(1) {
                 addr = rest.split_whitespace().next().unwrap_or("").to_string();
             }
+            early.push(line);
         }
         let s = Server {
             child,
             addr,
             stderr: rx,
+            early,
         };
         s.wait_until(|s| s.get("/healthz").0 == 200, "the first replay");
         s
