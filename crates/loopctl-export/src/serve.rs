@@ -121,8 +121,9 @@ pub trait Ui: Send + Sync {
     fn replayed(&self, logs: usize);
     /// A deleted or rewritten log, a new run, a log left unfollowed.
     fn notice(&self, text: &str);
-    /// A finding (a damaged line, a seq problem), reported once, as every command reports it.
-    fn finding(&self, text: &str) {
+    /// A finding (a damaged line, a seq problem) in `log`, reported once, as every command
+    /// reports it.
+    fn finding(&self, _log: &Path, text: &str) {
         self.notice(text)
     }
 }
@@ -307,7 +308,7 @@ fn follow(
         for (log, f) in initial[start..].iter().zip(folded) {
             let read = absorb(&mut m, log, f, &mut |d| {
                 findings += 1;
-                ui.finding(&damage_text(&log.log, &d))
+                ui.finding(&log.log, &damage_text(&log.log, &d))
             });
             match read {
                 Ok(Some((source, feed))) => {
@@ -383,7 +384,7 @@ fn follow(
                         let pos = Pos { line, offset };
                         feed.line(&mut m, pos, &text, true, &mut |d| {
                             findings += 1;
-                            ui.finding(&damage_text(&log.log, &d))
+                            ui.finding(&log.log, &damage_text(&log.log, &d))
                         });
                     }
                     Item::Notice { text, .. } => ui.notice(&text),

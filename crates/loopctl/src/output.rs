@@ -19,18 +19,54 @@ pub fn note(msg: &str) {
     let _ = writeln!(anstream::stderr(), "{} {msg}", "note:".cyan());
 }
 
-/// `file:line: byte N: kind: reason` on stderr, one per finding.
+/// Findings printed per log on stderr; the rest are counted and summed up (a log of a million
+/// damaged lines does not flood the terminal).
+pub const SHOWN: usize = 50;
+
+/// Findings said on stderr as they are read, at most `SHOWN` per log.
+#[derive(Default)]
+pub struct Findings {
+    per_log: std::collections::BTreeMap<std::path::PathBuf, usize>,
+}
+
+impl Findings {
+    /// Prints `text` (a finding in `log`) unless `SHOWN` were printed for `log`; returns
+    /// whether this was the first one not printed.
+    pub fn warn(&mut self, log: &Path, text: &str) -> bool {
+        let n = match self.per_log.get_mut(log) {
+            Some(n) => n,
+            None => self.per_log.entry(log.to_path_buf()).or_default(),
+        };
+        *n += 1;
+        if *n <= SHOWN {
+            warn(text);
+        }
+        *n == SHOWN + 1
+    }
+
+    /// How many findings were not printed, per log: one line each.
+    pub fn finish(&self) {
+        for (log, n) in self.per_log.iter().filter(|(_, n)| **n > SHOWN) {
+            warn(&more_findings(log, n - SHOWN));
+        }
+    }
+}
+
+fn more_findings(log: &Path, more: usize) -> String {
+    format!(
+        "{more} more findings in {}; `loopctl check {} --json` lists them all",
+        log.display(),
+        log.display()
+    )
+}
+
+/// `file:line: byte N: kind: reason` on stderr, one per finding (`SHOWN` at most).
 pub fn findings(log: &Path, findings: &[Finding]) {
-    const SHOWN: usize = 50;
     for f in findings.iter().take(SHOWN) {
         warn(&finding(log, f));
     }
     if findings.len() > SHOWN {
-        warn(&format!(
-            "{} more findings; `loopctl check {} --json` lists them all",
-            findings.len() - SHOWN,
-            log.display()
-        ));
+        warn(&more_findings(log, findings.len() - SHOWN));
     }
 }
 

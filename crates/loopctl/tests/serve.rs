@@ -839,3 +839,46 @@ fn api_runs_lists_the_rows_of_list_in_its_order() {
         (Some(1), Some(3))
     );
 }
+
+/// A log of many damaged lines: the first 50 per log are printed, the rest counted (export says
+/// how many more and how to list them; serve says once that it stops printing them), and the
+/// findings metric counts them all.
+#[test]
+fn findings_are_printed_fifty_per_log_and_counted_all() {
+    let tmp = tempfile::tempdir().unwrap();
+    let noisy = tmp.path().join("noisy.jsonl");
+    let quiet = tmp.path().join("quiet.jsonl");
+    let mut text = event(1, "noisy-20260101-000000", "run_started", json!({}));
+    text.push_str(&"{not json\n".repeat(70));
+    std::fs::write(&noisy, &text).unwrap();
+    let mut text = event(1, "quiet-20260101-000000", "run_started", json!({}));
+    text.push_str(&"{not json\n".repeat(3));
+    std::fs::write(&quiet, &text).unwrap();
+    let (out, err) = export_with(&[&noisy, &quiet], &[]);
+    let printed = |err: &str, log: &Path| {
+        let prefix = format!("warning: {}:", log.display());
+        err.lines().filter(|l| l.starts_with(&prefix)).count()
+    };
+    assert_eq!(printed(&err, &noisy), 50, "{err}");
+    assert_eq!(printed(&err, &quiet), 3, "{err}");
+    let more = format!("20 more findings in {}", noisy.display());
+    assert!(err.contains(&more), "{err}");
+    let bad = r#"loopctl_log_findings_total{kind="bad_line"}"#;
+    assert_eq!(value(&out, bad), Some(73.0));
+
+    let s = Server::start(&[&noisy, &quiet], &[]);
+    // Everything it printed up to the end of its replay (read on by another thread).
+    let mut lines = s.early.clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !lines.iter().any(|l| l.contains("replayed; following them")) {
+        assert!(Instant::now() < deadline, "{lines:?}");
+        lines.extend(s.notices());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let err = lines.join("\n");
+    assert_eq!(printed(&err, &noisy), 50, "{err}");
+    assert_eq!(printed(&err, &quiet), 3, "{err}");
+    let stop = format!("further findings in {} are not printed", noisy.display());
+    assert_eq!(err.matches(&stop).count(), 1, "{err}");
+    assert_eq!(value(&s.metrics(), bad), Some(73.0));
+}

@@ -135,10 +135,12 @@ fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
     let runs = otel::replay::runs(&specs, |s| ctx.resolve(Some(s)))?;
     let sender = otel::Sender::new(&otel::Config::from_env(a.endpoint.as_deref()))?;
     let mut findings = 0usize;
+    let mut said = output::Findings::default();
     let done = otel::replay::export(&runs, &ctx.read, &sender, &mut |log, f| {
         findings += 1;
-        output::warn(&output::finding(log, f));
+        said.warn(log, &output::finding(log, f));
     })?;
+    said.finish();
     for (log, run) in &done.untimed {
         output::warn(&format!(
             "{}: run {run} has no timestamps; no span sent",
@@ -177,10 +179,12 @@ fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
     let whole = |e: textfile::ExportError| anyhow::anyhow!("{e}");
     let logs = textfile::maybe_logs(&paths).map_err(whole)?;
     let options = a.series.options()?;
+    let mut said = output::Findings::default();
     let state = textfile::replay_with(&logs, options, &ctx.read, &mut |log, d| {
-        output::warn(&loopctl_export::serve::damage_text(&log.log, &d));
+        said.warn(&log.log, &loopctl_export::serve::damage_text(&log.log, &d));
     })
     .map_err(whole)?;
+    said.finish();
     let mut state = state;
     for n in state.take_notices() {
         output::note(&n);

@@ -36,6 +36,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let run = ctx.target(&a.target)?;
     let mut out = String::new();
     let mut bad = 0usize;
+    let mut said = output::Findings::default();
     let mut events = 0usize;
     let mut runs = LiveRuns::default();
     let mut seen: BTreeSet<String> = BTreeSet::new();
@@ -57,7 +58,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             Ok(ev) => ev,
             Err((kind, reason)) => {
                 bad += 1;
-                output::warn(&output::finding(&run.log, &finding(kind, reason)));
+                said.warn(&run.log, &output::finding(&run.log, &finding(kind, reason)));
                 return;
             }
         };
@@ -74,7 +75,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         let step = seq_step(*count, *last, ev.seq);
         if let Some((kind, reason)) = step.finding {
             bad += 1;
-            output::warn(&output::finding(&run.log, &finding(kind, reason)));
+            said.warn(&run.log, &output::finding(&run.log, &finding(kind, reason)));
         }
         if step.duplicate {
             return;
@@ -102,6 +103,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         }
     })?;
     output::print(&out);
+    said.finish();
     if events == 0 {
         return Ok(super::no_event(&run.log));
     }

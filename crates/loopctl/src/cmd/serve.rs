@@ -27,7 +27,8 @@ use crate::output;
 /// on stderr. Stops on SIGINT/SIGTERM.
 ///
 /// Findings (damaged lines, torn tails, seq problems) are reported on stderr as they are read
-/// (file:line: byte N: kind: reason) and counted in loopctl_log_findings_total.
+/// (file:line: byte N: kind: reason; the first 50 of each log) and all counted in
+/// loopctl_log_findings_total.
 ///
 /// Exit codes: 0 stopped; 1 under --strict when findings were reported, at start-up or while
 /// following (the series are served all the same; the code is given once the server stops, as
@@ -66,6 +67,8 @@ pub struct Args {
 
 struct Terminal {
     bar: ProgressBar,
+    /// Findings printed, per log (`output::SHOWN` at most).
+    said: std::sync::Mutex<output::Findings>,
 }
 
 impl Ui for Terminal {
@@ -95,9 +98,17 @@ impl Ui for Terminal {
     fn notice(&self, text: &str) {
         self.bar.suspend(|| output::note(text));
     }
-    fn finding(&self, text: &str) {
-        // As `export prometheus` and the read commands print them.
-        self.bar.suspend(|| output::warn(text));
+    fn finding(&self, log: &std::path::Path, text: &str) {
+        // As `export prometheus` and the read commands print them, up to `SHOWN` per log.
+        let mut said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+        self.bar.suspend(|| {
+            if said.warn(log, text) {
+                output::note(&format!(
+                    "further findings in {} are not printed (loopctl_log_findings_total counts them)",
+                    log.display()
+                ));
+            }
+        });
     }
 }
 
@@ -141,7 +152,14 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         ProgressStyle::with_template("{bar:40} {pos}/{len} logs replayed {elapsed}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let served = serve::serve(cfg, stop, &Terminal { bar })?;
+    let served = serve::serve(
+        cfg,
+        stop,
+        &Terminal {
+            bar,
+            said: Default::default(),
+        },
+    )?;
     eprintln!("loopctl serve: stopped");
     let strict = ctx.strict && served.findings > 0;
     if strict {

@@ -159,6 +159,8 @@ struct Tail {
     seqs: HashMap<(usize, String), SeqState>,
     /// Findings reported (`--strict` makes them exit 1).
     findings: usize,
+    /// Findings printed, per log (`output::SHOWN` at most).
+    said: output::Findings,
 }
 
 #[derive(PartialEq, Clone, Copy)]
@@ -338,7 +340,12 @@ impl Tail {
             let kind = output::kind(&f);
             format!("{}: byte {}: {kind}: {reason}", path.display(), pos.offset)
         };
-        output::warn(&text);
+        if self.said.warn(path, &text) {
+            output::note(&format!(
+                "further findings in {} are not printed (--strict still counts them)",
+                path.display()
+            ));
+        }
     }
 }
 
@@ -478,6 +485,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         max_line: ctx.read.max_line,
         seqs: HashMap::new(),
         findings: 0,
+        said: output::Findings::default(),
     };
     if mode == Mode::Human && !a.no_follow && std::io::stdout().is_terminal() {
         let pb = indicatif::ProgressBar::new_spinner();
