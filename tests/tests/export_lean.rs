@@ -17,6 +17,12 @@ use serde_json::{Value, json};
 type Printed = (String, Vec<String>, Vec<String>);
 
 fn lean_and_full(logs: &[LogRef], threads: usize) -> (Printed, u64, Printed) {
+    let (lean, (lean_runs, _), full) = lean_and_full_counted(logs, threads);
+    (lean, lean_runs, full)
+}
+
+/// `lean_and_full`, with the logs folded again the full way.
+fn lean_and_full_counted(logs: &[LogRef], threads: usize) -> (Printed, (u64, u64), Printed) {
     let read = ReadOptions {
         max_line: 1 << 20,
         threads,
@@ -28,7 +34,7 @@ fn lean_and_full(logs: &[LogRef], threads: usize) -> (Printed, u64, Printed) {
         damaged.push(format!("{}:{}:{}", l.log.display(), d.offset, d.reason))
     })
     .unwrap();
-    let lean_runs = m.lean_runs();
+    let counts = (m.lean_runs(), m.folded_again());
     let notices = m.take_notices();
     let lean = (render(m).unwrap(), notices, damaged);
 
@@ -39,7 +45,7 @@ fn lean_and_full(logs: &[LogRef], threads: usize) -> (Printed, u64, Printed) {
     .unwrap();
     assert_eq!(m.lean_runs(), 0, "a sequential pass folds the full way");
     let notices = m.take_notices();
-    (lean, lean_runs, (render(m).unwrap(), notices, damaged))
+    (lean, counts, (render(m).unwrap(), notices, damaged))
 }
 
 const ALL_KINDS: &[usize] = &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17];
@@ -512,19 +518,21 @@ fn a_large_merged_log_is_folded_the_lean_way_in_shards() {
         json!({"run_id":run["run_id"],"event":"phase_started","phase":"build"}).to_string(),
     );
     for (name, lines, lean) in [
-        ("ended", ended, runs as u64),
-        // Its last run left running: the log's tail tells, and it is folded the full way.
-        ("open", merged_aif_log(runs, Some(runs - 1)), 0),
+        // (lean runs, folds again)
+        ("ended", ended, (runs as u64, 0)),
+        // Its last run left running: the log's tail tells, and it is folded the full way at
+        // once.
+        ("open", merged_aif_log(runs, Some(runs - 1)), (0, 0)),
         // Its first run left running, far from its tail: folded the lean way, then again.
-        ("open early", merged_aif_log(runs, Some(0)), 0),
-        ("phased", phased, 0),
+        ("open early", merged_aif_log(runs, Some(0)), (0, 1)),
+        ("phased", phased, (0, 1)),
     ] {
         let path = tmp.path().join(format!("{}.jsonl", name.replace(' ', "-")));
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
         assert!(std::fs::metadata(&path).unwrap().len() > 9 << 20, "{name}");
         let refs = logs(&[path]).unwrap();
-        let (printed, lean_runs, full) = lean_and_full(&refs, 2);
-        assert_eq!(lean_runs, lean, "{name}");
+        let (printed, counts, full) = lean_and_full_counted(&refs, 2);
+        assert_eq!(counts, lean, "{name}");
         if printed.0 != full.0 {
             panic!(
                 "{name}: lean (-) vs full (+):\n{}",

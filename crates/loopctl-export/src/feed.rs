@@ -255,6 +255,14 @@ impl Split for LogFold {
         self.m.settle();
     }
 
+    /// A large log whose last runs are still running would be folded twice (lean, then
+    /// full): its tail tells, and it is folded the full way at once.
+    fn splitting(&mut self, tail_ends_its_runs: &dyn Fn() -> bool) {
+        if self.m.is_lean() && !tail_ends_its_runs() {
+            self.m.fold_lean(false);
+        }
+    }
+
     fn join(&mut self, other: Self) {
         self.m.join(other.m);
         self.feed.next_offset = self.feed.next_offset.max(other.feed.next_offset);

@@ -408,6 +408,8 @@ pub struct MetricState {
     needs_full: bool,
     /// Runs folded the lean way and taken in (tests check the lean path ran).
     lean_runs: u64,
+    /// Logs whose lean fold could not be exact, folded again the full way (`textfile::absorb`).
+    pub(crate) folded_again: u64,
 }
 
 impl MetricState {
@@ -596,6 +598,12 @@ impl MetricState {
     /// How many runs of the logs taken in were folded the lean way.
     pub fn lean_runs(&self) -> u64 {
         self.lean_runs
+    }
+
+    /// How many logs taken in were folded again the full way (tests check the lean way gave
+    /// up only when it had to).
+    pub fn folded_again(&self) -> u64 {
+        self.folded_again
     }
 
     pub fn is_lean(&self) -> bool {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use loopctl_store::StoreError;
 use loopctl_store::discover::{self, LOG_NAME, RunRef};
-use loopctl_store::fold::{fold_file, fold_runs_batched, tail_ends_its_runs};
+use loopctl_store::fold::{fold_file, fold_runs_batched};
 use loopctl_store::read::{ReadOptions, for_each_piece};
 
 use crate::encode;
@@ -141,15 +141,7 @@ pub fn fold_logs_batched(
     read: &ReadOptions,
     mut take: impl FnMut(usize, Vec<Result<LogFold, ExportError>>) -> bool,
 ) {
-    let make = |r: &RunRef| {
-        // A large log whose last runs are still running would be folded twice (lean, then
-        // full: `LogFold`): its tail tells, and it is folded the full way at once.
-        if tail_ends_its_runs(&r.log, &r.name, read.max_line) {
-            LogFold::new(options, &r.name, read.max_line, read.threads)
-        } else {
-            LogFold::full(options, &r.name, read.max_line, read.threads)
-        }
-    };
+    let make = |r: &RunRef| LogFold::new(options, &r.name, read.max_line, read.threads);
     fold_runs_batched(
         &log_runs(logs),
         BATCH,
@@ -206,6 +198,7 @@ pub fn absorb(
             ..ReadOptions::default()
         };
         f = fold_file(&log.log, &read, full)?;
+        m.folded_again += 1;
     }
     if m.absorb(source, f.m).is_err() {
         return read_into(m, source, log, max_line, report).map(|feed| Some((source, feed)));

@@ -62,6 +62,10 @@ pub trait Split: Projection + Send + Sized {
     fn settle(&mut self) {}
     /// Takes in another shard's fold (its runs are not this one's).
     fn join(&mut self, other: Self);
+    /// Told, before any line, that its log is large enough to be split by run:
+    /// `tail_ends_its_runs` reads the log's last mebibyte to tell whether every run with an
+    /// event there ended (for a fold that would have to start again otherwise).
+    fn splitting(&mut self, _tail_ends_its_runs: &dyn Fn() -> bool) {}
 }
 
 /// A projection folded a chunk at a time: the driver reads chunks of whole lines, each alone

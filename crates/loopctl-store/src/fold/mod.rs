@@ -58,6 +58,7 @@ pub fn fold_file_from<P: Split>(path: &Path, start: Start, opts: &ReadOptions, p
         // Opened and looked at once (not a stat by path, then an open and a stat again).
         let (file, size) = crate::read::open_log(path, opts.regular_only)?;
         if opts.threads > 1 && size.saturating_sub(start.offset) >= PARALLEL_MIN {
+            p.splitting(&|| tail_ends_its_runs(path, &opts.default_run, opts.max_line));
             return fold_parallel(path, start, opts, p, opts.threads, RUN_CHUNK);
         }
         crate::read::pieces_of(
@@ -246,7 +247,7 @@ const TAIL: u64 = 1 << 20;
 /// start-up fold), at what the whole log will say, before folding it: true for a log too small
 /// to be split by run (`PARALLEL_MIN`) or that is no regular file, false for one that cannot
 /// be read.
-pub fn tail_ends_its_runs(path: &Path, default_run: &str, max_line: usize) -> bool {
+pub(crate) fn tail_ends_its_runs(path: &Path, default_run: &str, max_line: usize) -> bool {
     use std::io::{Seek, SeekFrom};
     struct Ends(loopctl_core::fold::live_runs::LiveRuns, String);
     impl Projection for Ends {
