@@ -240,13 +240,12 @@ pub fn fold_runs<P: Split>(
 /// How much of a large log's end `tail_ends_its_runs` reads.
 const TAIL: u64 = 1 << 20;
 
-/// Whether every run with an event in the last mebibyte of the log at `path` has ended there (a
-/// line naming no run is `default_run`'s;
-/// run started before that tail counts as running until its end is seen). A guess, for a fold
-/// that has to fold a log again when some run is still running at its end (the metrics' lean
-/// start-up fold), at what the whole log will say, before folding it: true for a log too small
-/// to be split by run (`PARALLEL_MIN`) or that is no regular file, false for one that cannot
-/// be read.
+/// Whether every run with an event in the last mebibyte of the log at `path` has ended there: a
+/// run started before that tail counts as running until its end is seen, a line naming no run
+/// is `default_run`'s. A guess, for a fold that has to fold a log again when some run is still
+/// running at its end (the metrics' lean start-up fold), at what the whole log will say, before
+/// folding it: true for a log too small to be split by run (`PARALLEL_MIN`) or that is no
+/// regular file, false for one that cannot be read.
 pub(crate) fn tail_ends_its_runs(path: &Path, default_run: &str, max_line: usize) -> bool {
     use std::io::{Seek, SeekFrom};
     struct Ends(loopctl_core::fold::live_runs::LiveRuns, String);
