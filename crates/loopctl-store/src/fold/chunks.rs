@@ -307,7 +307,11 @@ fn apply_chunk<P: Projection>(
         misrouted,
     };
     let b: &[u8] = &r.bytes;
-    for it in &r.items[s] {
+    let items = &r.items[s];
+    for (k, it) in items.iter().enumerate() {
+        if let Some(next) = items.get(k + PREFETCH_AHEAD) {
+            prefetch(&b[next.at..next.at + next.len]);
+        }
         let pos = Pos {
             line: base + 1 + it.line,
             offset: r.start + it.at as u64,
@@ -331,6 +335,27 @@ fn apply_chunk<P: Projection>(
             _ => feed(p, line, raw, None),
         }
     }
+}
+
+/// Lines ahead of the one a shard folds whose first bytes it asks the CPU to bring in.
+const PREFETCH_AHEAD: usize = 2;
+
+/// Asks the CPU to bring `b` (a line) into cache, a cache line at a time: a shard's lines are
+/// one in every few of a chunk that another thread split, out of this core's cache by the time
+/// it folds them (the misses on them were about a tenth of a merged log's fold).
+#[inline(always)]
+fn prefetch(b: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for at in (0..b.len()).step_by(64) {
+        // SAFETY: a prefetch is a hint to the cache: it reads nothing the program sees and
+        // cannot fault, and the address is inside `b` anyway.
+        unsafe {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            _mm_prefetch::<_MM_HINT_T0>(b.as_ptr().add(at).cast());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = b;
 }
 
 /// Folds `chunks` through shards of `p` split by run, on the current rayon pool. Tasks, not
