@@ -115,16 +115,13 @@ pub(crate) fn pieces_of(
     }
     let mut sp = Splitter::starting_at(max_line, start, lines_before);
     let len = size.min(end).saturating_sub(start);
-    let mut file = file.take(len);
-    if len < CHUNK as u64 {
-        // A small log (a run folder's) is read whole into a buffer its size, not zeroed first:
-        // `export` and `serve` read thousands of them.
-        let mut buf = Vec::with_capacity(len as usize + 1);
-        file.read_to_end(&mut buf).map_err(io_err(path))?;
+    if len < SMALL {
+        let buf = read_small(file, path, len)?;
         sp.push(&buf, &mut f);
         sp.finish(f);
         return Ok(());
     }
+    let mut file = file.take(len);
     let mut buf = vec![0u8; CHUNK];
     loop {
         let n = match file.read(&mut buf) {
@@ -137,6 +134,18 @@ pub(crate) fn pieces_of(
     }
     sp.finish(f);
     Ok(())
+}
+
+/// Logs with fewer bytes to read than this are read whole, in one buffer.
+pub(crate) const SMALL: u64 = CHUNK as u64;
+
+/// The next `len` bytes of `file` (fewer if it ends first), `len` under `SMALL`: a small log
+/// (a run folder's) read whole into a buffer its size, not zeroed first (`export` and `serve`
+/// read thousands of them).
+pub(crate) fn read_small(file: File, path: &Path, len: u64) -> Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(len as usize + 1);
+    file.take(len).read_to_end(&mut buf).map_err(io_err(path))?;
+    Ok(buf)
 }
 
 /// Calls `f` with every event of the file in order, with its position and raw line.

@@ -182,10 +182,55 @@ impl Split for Traces {
 
 /// Folds a whole in-memory log sequentially (tests, small inputs).
 pub fn fold_bytes<P: Projection + ?Sized>(p: &mut P, bytes: &[u8], max_line: usize) {
-    let mut sp = crate::decode::lines::Splitter::new(max_line);
-    let mut take = |piece: crate::decode::lines::Piece<'_>| feed_piece(p, piece);
-    sp.push(bytes, &mut take);
-    sp.finish(&mut take);
+    fold_bytes_from(p, bytes, Pos { line: 1, offset: 0 }, max_line);
+}
+
+/// `fold_bytes` for bytes of a log that start at `from` (a line start): the lines the splitter
+/// would cut. The bytes are checked as UTF-8 at once, not line by line (on a run folder's short
+/// lines, setting up each check cost more than the check); bytes that are not all UTF-8 go
+/// through the splitter and `feed`, which name the line that is not.
+pub fn fold_bytes_from<P: Projection + ?Sized>(
+    p: &mut P,
+    bytes: &[u8],
+    from: Pos,
+    max_line: usize,
+) {
+    let Ok(text) = simdutf8::basic::from_utf8(bytes) else {
+        let lines_before = from.line.saturating_sub(1);
+        let mut sp =
+            crate::decode::lines::Splitter::starting_at(max_line, from.offset, lines_before);
+        let mut take = |piece: crate::decode::lines::Piece<'_>| feed_piece(p, piece);
+        sp.push(bytes, &mut take);
+        sp.finish(&mut take);
+        return;
+    };
+    let mut emit = |start: usize, end: usize, line: u64, terminated: bool| {
+        let pos = Pos {
+            line,
+            offset: from.offset + start as u64,
+        };
+        let len = (end - start) as u64;
+        if end - start > max_line {
+            // As the splitter reports one, ended or not.
+            return feed_oversize(p, pos, len, true);
+        }
+        // Cut at newlines (or the ends): character boundaries.
+        let t = &text[start..end];
+        let line = Line {
+            pos,
+            len,
+            terminated,
+        };
+        feed(p, line, t.as_bytes(), Some((t, t.ends_with('\r'))));
+    };
+    let (mut start, mut line) = (0, from.line);
+    for nl in memchr::memchr_iter(b'\n', bytes) {
+        emit(start, nl, line, true);
+        (start, line) = (nl + 1, line + 1);
+    }
+    if start < bytes.len() {
+        emit(start, bytes.len(), line, false);
+    }
 }
 
 /// `feed` for a piece of the line splitter.
@@ -205,5 +250,73 @@ fn at(pos: Pos, raw: &[u8], terminated: bool) -> Line {
         pos,
         len: raw.len() as u64,
         terminated,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::lines::{Piece, Splitter};
+    use proptest::prelude::*;
+
+    /// Every call a projection is told, in order.
+    #[derive(Default)]
+    struct Calls(Vec<String>);
+
+    impl Projection for Calls {
+        fn event(&mut self, line: Line, ev: &Event<'_>) {
+            self.0
+                .push(format!("{line:?} {:?} {:?}", ev.kind, ev.run_id));
+        }
+        fn damaged(&mut self, line: Line, damage: &Damage) {
+            self.0.push(format!("{line:?} {damage:?}"));
+        }
+        fn blank(&mut self, line: Line) {
+            self.0.push(format!("{line:?} blank"));
+        }
+    }
+
+    /// What the splitter and `feed` make of the same bytes, line by line.
+    fn split(bytes: &[u8], from: Pos, max_line: usize) -> Vec<String> {
+        let mut c = Calls::default();
+        let mut sp = Splitter::starting_at(max_line, from.offset, from.line - 1);
+        let mut take = |piece: Piece<'_>| feed_piece(&mut c, piece);
+        sp.push(bytes, &mut take);
+        sp.finish(&mut take);
+        c.0
+    }
+
+    fn line() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            Just(br#"{"event":"run_started","run_id":"a","seq":0}"#.to_vec()),
+            Just(br#"{"event":"stopped","run_id":"b"}"#.to_vec()),
+            Just(b"\xEF\xBB\xBF{\"event\":\"x\"}".to_vec()),
+            Just(b"  ".to_vec()),
+            Just(b"{\"event\":\"caf\xC3\xA9\"}\r".to_vec()),
+            Just(b"{\"event\":\"\xFF\"}".to_vec()),
+            Just(b"not json".to_vec()),
+            prop::collection::vec(any::<u8>(), 0..40),
+        ]
+    }
+
+    proptest! {
+        /// A log folded from memory is told what the splitter would tell it: the same lines,
+        /// positions, events and damage, whether or not its bytes are all UTF-8.
+        #[test]
+        fn bytes_folded_at_once_are_the_lines_the_splitter_cuts(
+            lines in prop::collection::vec(line(), 0..8),
+            ended in any::<bool>(),
+            max_line in 4usize..64,
+            at_start in any::<bool>(),
+        ) {
+            let mut bytes = lines.join(&b'\n');
+            if ended && !bytes.is_empty() {
+                bytes.push(b'\n');
+            }
+            let from = if at_start { Pos { line: 1, offset: 0 } } else { Pos { line: 7, offset: 300 } };
+            let mut c = Calls::default();
+            fold_bytes_from(&mut c, &bytes, from, max_line);
+            prop_assert_eq!(c.0, split(&bytes, from, max_line));
+        }
     }
 }

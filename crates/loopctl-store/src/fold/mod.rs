@@ -14,8 +14,10 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use loopctl_core::decode::lines::Pos;
 use loopctl_core::fold::counts::{Rows, Tally};
 use loopctl_core::fold::damaged::{DamagedLine, DamagedLines};
+use loopctl_core::fold::projection::fold_bytes_from;
 use loopctl_core::fold::{Chunked, Projection, Split, feed_piece};
 use loopctl_core::{Outcome, Replay, RunState};
 use rayon::prelude::*;
@@ -61,20 +63,50 @@ pub fn fold_file_from<P: Split>(path: &Path, start: Start, opts: &ReadOptions, p
             p.splitting(&|| tail_ends_its_runs(path, &opts.default_run, opts.max_line));
             return fold_parallel(path, start, opts, p, opts.threads, RUN_CHUNK);
         }
-        crate::read::pieces_of(
-            file,
-            size,
-            path,
-            start.offset,
-            u64::MAX,
-            start.line,
-            opts.max_line,
-            |piece| feed_piece(&mut p, piece),
-        )?;
+        fold_open(file, size, path, start, u64::MAX, opts.max_line, &mut p)?;
         return Ok(p);
     }
     fold_between(path, start, u64::MAX, opts.max_line, &mut p)?;
     Ok(p)
+}
+
+/// Folds the bytes of `file` (opened from `path`, `size` bytes long) from `start` to `end` (a
+/// line start) through `p`, in order: a small log read whole and folded in memory, a larger one
+/// a buffer at a time.
+fn fold_open<P: Projection + ?Sized>(
+    mut file: File,
+    size: u64,
+    path: &Path,
+    start: Start,
+    end: u64,
+    max_line: usize,
+    p: &mut P,
+) -> Result<()> {
+    let len = size.min(end).saturating_sub(start.offset);
+    if len < crate::read::SMALL {
+        if start.offset > 0 {
+            use std::io::{Seek, SeekFrom};
+            file.seek(SeekFrom::Start(start.offset))
+                .map_err(io_err(path))?;
+        }
+        let bytes = crate::read::read_small(file, path, len)?;
+        let from = Pos {
+            line: start.line + 1,
+            offset: start.offset,
+        };
+        fold_bytes_from(p, &bytes, from, max_line);
+        return Ok(());
+    }
+    crate::read::pieces_of(
+        file,
+        size,
+        path,
+        start.offset,
+        end,
+        start.line,
+        max_line,
+        |piece| feed_piece(p, piece),
+    )
 }
 
 /// Folds the bytes of `path` before offset `end` (a line start) through `p`, in order.
@@ -94,9 +126,8 @@ fn fold_between<P: Projection + ?Sized>(
     max_line: usize,
     p: &mut P,
 ) -> Result<()> {
-    crate::read::pieces_between(path, start.offset, end, start.line, max_line, |piece| {
-        feed_piece(p, piece)
-    })
+    let (file, size) = crate::read::open_log(path, false)?;
+    fold_open(file, size, path, start, end, max_line, p)
 }
 
 /// `fold_file_from` in chunks of about `chunk` bytes on `threads` threads (at least two):
