@@ -467,21 +467,32 @@ impl Split for Replay {
 
 /// The shard (of `shards`) that is given this line in a fold split by run: every line of a run
 /// goes to one shard. Lines that belong to no run (blank, not UTF-8, not an object) go to
-/// shard 0, as oversize lines should.
-pub fn route(default_run: &str, pos: Pos, raw: &[u8], shards: u64) -> u64 {
+/// shard 0, as oversize lines should. With it, the run id it was routed by when that is bytes
+/// of `raw` (`run_key_fast`): an event whose run id is that very slice needs no second look
+/// (`shard_of_event`).
+pub fn route<'r>(
+    default_run: &str,
+    pos: Pos,
+    raw: &'r [u8],
+    shards: u64,
+) -> (u64, Option<&'r [u8]>) {
     if shards <= 1 {
-        return 0;
+        return (0, None);
     }
     if let Some(key) = crate::decode::single_pass::run_key_fast(raw) {
-        return shard_of_bytes(key.unwrap_or(default_run.as_bytes()), shards);
+        return (
+            shard_of_bytes(key.unwrap_or(default_run.as_bytes()), shards),
+            key,
+        );
     }
-    match decode(pos, raw) {
+    let shard = match decode(pos, raw) {
         LineText::Text(t) => match run_key(t) {
             Ok(key) => shard_of(key.as_deref().unwrap_or(default_run), shards),
             Err(_) => 0,
         },
         LineText::Blank | LineText::NotUtf8(_) => 0,
-    }
+    };
+    (shard, None)
 }
 
 /// Replays a whole in-memory log in one pass (tests, small inputs).

@@ -182,7 +182,12 @@ struct Item {
     kind: ItemKind,
     /// Its last byte is a CR (read here, next to the newline, while it is in cache).
     cr: bool,
+    /// The run id it was routed by, as offset and length in the line, when it was read in
+    /// place (`route`); `NO_KEY` else.
+    key: (u32, u32),
 }
+
+const NO_KEY: (u32, u32) = (u32::MAX, 0);
 
 #[derive(Clone, Copy, PartialEq)]
 enum ItemKind {
@@ -211,14 +216,22 @@ fn route_chunk(bytes: Bytes, start: u64, opts: &ReadOptions, shards: usize) -> R
     let mut line = 0u64;
     let mut at = 0usize;
     let mut push = |at: usize, len: usize, line: u64, kind: ItemKind| {
-        let shard = match kind {
-            ItemKind::Oversize => 0,
+        let raw = &b[at..at + len];
+        let (shard, key) = match kind {
+            ItemKind::Oversize => (0, NO_KEY),
             _ => {
                 let pos = Pos {
                     line: 1 + line,
                     offset: start + at as u64,
                 };
-                route(&opts.default_run, pos, &b[at..at + len], shards as u64) as usize
+                let (shard, key) = route(&opts.default_run, pos, raw, shards as u64);
+                let key = key
+                    .and_then(|k| {
+                        let from = k.as_ptr() as usize - raw.as_ptr() as usize;
+                        Some((u32::try_from(from).ok()?, u32::try_from(k.len()).ok()?))
+                    })
+                    .unwrap_or(NO_KEY);
+                (shard as usize, key)
             }
         };
         items[shard].push(Item {
@@ -226,7 +239,8 @@ fn route_chunk(bytes: Bytes, start: u64, opts: &ReadOptions, shards: usize) -> R
             len,
             line,
             kind,
-            cr: len > 0 && b[at + len - 1] == b'\r',
+            cr: len > 0 && raw[len - 1] == b'\r',
+            key,
         });
     };
     for nl in memchr::memchr_iter(b'\n', b) {
@@ -268,6 +282,8 @@ struct Checked<'a, P> {
     shards: u64,
     default_run: &'a str,
     misrouted: &'a AtomicBool,
+    /// Address and length of the run id the line being fed was routed by, when read in place.
+    key: Option<(usize, usize)>,
 }
 
 impl<P: Projection> Projection for Checked<'_, P> {
@@ -276,7 +292,9 @@ impl<P: Projection> Projection for Checked<'_, P> {
     }
     fn event(&mut self, line: Line, ev: &loopctl_core::Event<'_>) {
         let run = ev.run_id.as_deref();
-        if shard_of_event(self.default_run, run, self.shards) != self.shard {
+        // The very bytes it was routed by (the parser read the id in place): its shard.
+        let routed_by_it = run.is_some_and(|r| Some((r.as_ptr() as usize, r.len())) == self.key);
+        if !routed_by_it && shard_of_event(self.default_run, run, self.shards) != self.shard {
             self.misrouted.store(true, Ordering::Relaxed);
         }
         self.p.event(line, ev);
@@ -305,6 +323,7 @@ fn apply_chunk<P: Projection>(
         shards: r.items.len() as u64,
         default_run: &opts.default_run,
         misrouted,
+        key: None,
     };
     let b: &[u8] = &r.bytes;
     let items = &r.items[s];
@@ -322,6 +341,10 @@ fn apply_chunk<P: Projection>(
             terminated: it.kind == ItemKind::Line,
         };
         let raw = &b[it.at..it.at + it.len];
+        p.key = (it.key != NO_KEY).then(|| {
+            let (from, len) = (it.key.0 as usize, it.key.1 as usize);
+            (raw.as_ptr() as usize + from, len)
+        });
         match it.kind {
             ItemKind::Oversize => feed_oversize(p, pos, it.len as u64, true),
             _ if r.utf8 => {
