@@ -118,6 +118,11 @@ struct Local {
 }
 
 impl Local {
+    /// The label numbered `n` (empty for a number never given).
+    fn label(&self, n: u32) -> &str {
+        self.labels.get(n as usize).map_or("", String::as_str)
+    }
+
     fn number(&mut self, label: &str) -> u32 {
         if let Some(n) = self.numbers.get(label) {
             return *n;

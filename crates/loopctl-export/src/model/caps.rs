@@ -3,6 +3,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+use loopctl_core::fold::text::same_text;
 use loopctl_core::fold::trace::Name;
 
 use super::{Label, MetricState, OTHER};
@@ -20,6 +21,11 @@ pub(super) struct Caps {
     /// What was folded, each named once (up to `MAX_NAMED`).
     named: HashSet<String>,
     notices: Vec<String>,
+    /// In a model folded alone (no cap binds), the phases kept, by loop label number
+    /// (`Local`): a short list, not yet in `phases`, which `MetricState::settle_caps` fills
+    /// once the fold is over (a run folder's dozen phases, each hashed and copied into maps
+    /// for each of 10,000 logs, was a fiftieth of the fold).
+    kept_alone: Vec<(u32, Name)>,
 }
 
 impl Caps {
@@ -54,7 +60,17 @@ impl MetricState {
 
     /// `phase` if it is a kept phase of `lp` or there is room for it, else `other`
     /// (`max_phases`).
-    pub(super) fn admit_phase(&mut self, lp: &str, phase: &Name) -> Label {
+    pub(super) fn admit_phase(&mut self, lp: &str, label_number: u32, phase: &Name) -> Label {
+        if self.alone {
+            let kept = &mut self.caps.kept_alone;
+            if !kept
+                .iter()
+                .any(|(n, p)| *n == label_number && same_text(p, phase))
+            {
+                kept.push((label_number, phase.clone()));
+            }
+            return Label::Name(phase.clone());
+        }
         let max = self.options.max_phases;
         if !self.caps.phases.contains_key(lp) {
             self.caps.phases.insert(lp.to_string(), HashSet::default());
@@ -73,6 +89,44 @@ impl MetricState {
         self.caps
             .fold(format!("phase {phase:?} of loop {lp:?}"), why);
         Label::Static(OTHER)
+    }
+
+    /// A model folded alone: the phases it kept into its caps, under their loop labels' text
+    /// (a shard's, before it is joined to another shard with other label numbers).
+    pub(super) fn settle_caps(&mut self) {
+        for (n, phase) in std::mem::take(&mut self.caps.kept_alone) {
+            self.caps.keep_phase(self.local.label(n), &phase);
+        }
+    }
+
+    /// Whether this model has room for all `other` kept (`Caps::admits`), `other` a model
+    /// folded alone whose phases are all in its caps or all in its short list (`kept_alone`).
+    pub(super) fn admits(&self, other: &MetricState) -> bool {
+        let (loops, phases) = (self.options.max_loops, self.options.max_phases);
+        if !self.caps.admits(&other.caps, loops, phases) {
+            return false;
+        }
+        // Phases new here, by `other`'s label number (the list holds each phase once).
+        let mut new: Vec<(u32, usize)> = Vec::new();
+        for (n, phase) in &other.caps.kept_alone {
+            let lp = other.local.label(*n);
+            if self
+                .caps
+                .phases
+                .get(lp)
+                .is_some_and(|k| k.contains(&**phase))
+            {
+                continue;
+            }
+            match new.iter_mut().find(|(m, _)| m == n) {
+                Some((_, count)) => *count += 1,
+                None => new.push((*n, 1)),
+            }
+        }
+        new.iter().all(|&(n, count)| {
+            let kept = self.caps.phases.get(other.local.label(n));
+            kept.map_or(0, HashSet::len) + count <= phases
+        })
     }
 
     /// The `phase` label of `phase` in loop `lp` as it stands (for the live-run gauges).
@@ -105,6 +159,27 @@ impl Caps {
                 .filter(|p| kept.is_none_or(|k| !k.contains(*p)));
             kept.map_or(0, HashSet::len) + new.count() <= max_phases
         })
+    }
+
+    /// Keeps `phase` under loop `lp` (a copy of each only when it is new).
+    pub(super) fn keep_phase(&mut self, lp: &str, phase: &str) {
+        let kept = match self.phases.get_mut(lp) {
+            Some(k) => k,
+            None => self.phases.entry(lp.to_string()).or_default(),
+        };
+        if !kept.contains(phase) {
+            kept.insert(phase.to_string());
+        }
+    }
+
+    /// Whether any phase is kept in the maps (not only in the short list).
+    pub(super) fn has_phases(&self) -> bool {
+        !self.phases.is_empty()
+    }
+
+    /// The short list of a model folded alone (`kept_alone`), emptied.
+    pub(super) fn take_kept_alone(&mut self) -> Vec<(u32, Name)> {
+        std::mem::take(&mut self.kept_alone)
     }
 
     /// Keeps `other`'s labels too.

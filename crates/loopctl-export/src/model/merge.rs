@@ -35,8 +35,11 @@ impl MetricState {
         source: SourceId,
         mut other: MetricState,
     ) -> Result<(), Box<MetricState>> {
-        let (loops, phases) = (self.options.max_loops, self.options.max_phases);
-        if other.needs_full() || !self.caps.admits(&other.caps, loops, phases) {
+        if other.caps.has_phases() {
+            // Joined shards' phases are in its caps: its own go there too (`admits`).
+            other.settle_caps();
+        }
+        if other.needs_full() || !self.admits(&other) {
             return Err(Box::new(other));
         }
         let joined = std::mem::take(&mut other.joined);
@@ -66,6 +69,7 @@ impl MetricState {
     /// the shared model), on one thread after the shards' fold.
     pub fn join(&mut self, mut other: MetricState) {
         // The caps `absorb` checks are all the shards'.
+        other.settle_caps();
         self.caps.take_in(std::mem::take(&mut other.caps));
         self.joined.append(&mut other.joined);
         self.joined.push(other);
@@ -73,6 +77,7 @@ impl MetricState {
 
     fn merge(&mut self, source: SourceId, mut other: MetricState) {
         other.settle();
+        let kept = other.caps.take_kept_alone();
         let MetricState {
             sources,
             running,
@@ -83,6 +88,9 @@ impl MetricState {
         } = other;
         self.lean_runs += lean_runs;
         self.caps.take_in(caps);
+        for (n, phase) in kept {
+            self.caps.keep_phase(local.label(n), &phase);
+        }
         for ((n, key), val) in local.series {
             let label = local.labels.get(n as usize).map_or("", String::as_str);
             if self.alone {

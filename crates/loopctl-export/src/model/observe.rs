@@ -31,7 +31,7 @@ impl MetricState {
             let at = &l.trace.retries[l.retries_seen].at;
             let phase: Name = Arc::from(at.phase.as_deref().unwrap_or("unknown"));
             l.retries_seen += 1;
-            let phase = self.admit_phase(&run.loop_label, &phase);
+            let phase = self.admit_phase(&run.loop_label, run.label_number, &phase);
             self.add(run, Key::one(Metric::PhaseRetries, phase), Delta::Count(1));
         }
         self.assess(run, ev, &l.trace, &mut l.watch, &mut l.detectors);
@@ -180,7 +180,7 @@ impl MetricState {
         let phase = if known {
             Label::Name(o.0.clone())
         } else {
-            let phase = self.admit_phase(&run.loop_label, o.0);
+            let phase = self.admit_phase(&run.loop_label, run.label_number, o.0);
             if matches!(phase, Label::Name(_)) {
                 admitted.push(o.0.clone());
             }
