@@ -22,9 +22,9 @@ pub(super) struct Caps {
     named: HashSet<String>,
     notices: Vec<String>,
     /// In a model folded alone (no cap binds), the phases kept, by loop label number
-    /// (`Local`): a short list, not yet in `phases`, which `MetricState::settle_caps` fills
-    /// once the fold is over (a run folder's dozen phases, each hashed and copied into maps
-    /// for each of 10,000 logs, was a fiftieth of the fold).
+    /// (`Local`), in place of `phases`: a run folder's dozen phases, hashed and copied into
+    /// maps for each of 10,000 logs, were a fiftieth of the fold. `absorb` reads the list; a
+    /// shard's goes into `phases` before it is joined (`MetricState::settle_caps`).
     kept_alone: Vec<(u32, Name)>,
 }
 
