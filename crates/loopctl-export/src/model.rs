@@ -527,14 +527,27 @@ impl MetricState {
                 Delta::Count(1),
             );
         }
-        let (run, was_running) = match runs.entry_ref(run_id) {
+        let (run, was_running, fresh) = match runs.entry_ref(run_id) {
             EntryRef::Occupied(e) => {
                 let r = e.into_mut();
                 let was = r.state.status == Status::Running;
-                (r, was)
+                (r, was, false)
             }
             EntryRef::Vacant(e) => {
-                let state = RunState::new(run_id);
+                let mut state = RunState::new(run_id);
+                // A first `run_started` naming the run's alias: the run is labelled by it from
+                // its start, not by a label it leaves at once (which would take a place under
+                // `--max-loops`).
+                if ev.kind == Kind::RunStarted
+                    && ev
+                        .payload
+                        .as_deref()
+                        .is_some_and(|p| p.contains("task_alias"))
+                {
+                    let mut first = RunState::new(run_id);
+                    apply_mut_lean(&mut first, ev);
+                    state.task_alias = first.task_alias;
+                }
                 let raw = loop_label(&state, &name);
                 let loop_label = self.admit_loop(raw.clone());
                 let mut r = RunMetrics {
@@ -549,9 +562,8 @@ impl MetricState {
                     findings: 0,
                 };
                 self.start_trace(&mut r, ev);
-                self.add(&mut r, Key::new(Metric::RunsStarted), Delta::Count(1));
                 self.add(&mut r, runs_key(Status::Running), Delta::Count(1));
-                (e.insert(Box::new(r)), false)
+                (e.insert(Box::new(r)), false, true)
             }
         };
         let step = seq_step(run.state.events, run.state.last_seq, ev.seq);
@@ -566,6 +578,10 @@ impl MetricState {
                 self.add(run, Key::new(Metric::RunsStarted), Delta::Count(1));
             }
             self.fold(run, ev, step.keep, &name);
+        }
+        if fresh {
+            // Counted once its first event is folded: under the label that event gives it.
+            self.add(run, Key::new(Metric::RunsStarted), Delta::Count(1));
         }
         // `running` holds the runs whose status is running after their last event.
         let running = run.state.status == Status::Running;

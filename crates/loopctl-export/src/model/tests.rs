@@ -179,6 +179,53 @@ fn a_run_resumed_under_a_new_alias_counts_on_under_it_and_leaves_its_old_counts(
     assert!(m.loops().contains("billing"));
 }
 
+#[test]
+fn a_run_whose_first_event_names_its_alias_counts_under_it_from_its_start() {
+    // A run id and a folder that are not its alias, its first event naming the alias.
+    let line = |seq: u64, event: &str, payload: &str| {
+        format!(
+            r#"{{"v":1,"seq":{seq},"ts":"2026-01-01T00:00:0{seq}.000Z","run_id":"rid","event":"{event}","payload":{payload}}}"#
+        )
+    };
+    let lines = [
+        line(0, "run_started", r#"{"task_alias":"plain"}"#),
+        line(1, "evaluation_done", r#"{"score":0.5,"passed":false}"#),
+        line(2, "stopped", r#"{"reason":"user_stop"}"#),
+    ];
+    // One loop at most: the alias must be the one kept, no place taken by the folder's name.
+    let options = Options {
+        max_loops: 1,
+        ..Options::default()
+    };
+    for alone in [false, true] {
+        let mut m = if alone {
+            MetricState::alone(&options, "fold")
+        } else {
+            MetricState::new(options.clone())
+        };
+        let s = if alone { 0 } else { m.add_source("fold") };
+        fold(&mut m, s, &lines);
+        if alone {
+            let mut shared = MetricState::new(options.clone());
+            let source = shared.add_source("fold");
+            assert!(shared.absorb(source, m).is_ok(), "the caps do not bind");
+            m = shared;
+        }
+        let one = |metric: Metric| (metric, vec!["plain".to_string()]);
+        assert_eq!(
+            m.get(&one(Metric::RunsStarted)),
+            Some(&Val::Count(1)),
+            "alone: {alone}"
+        );
+        assert_eq!(
+            m.get(&(Metric::Runs, vec!["plain".into(), "stopped".into()])),
+            Some(&Val::Count(1))
+        );
+        assert_eq!(m.loops(), BTreeSet::from(["plain"]), "alone: {alone}");
+        assert!(m.take_notices().is_empty(), "nothing folded into other");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
