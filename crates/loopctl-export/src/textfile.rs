@@ -29,6 +29,12 @@ pub enum ExportError {
     NotALog(PathBuf),
     #[error(transparent)]
     Encode(#[from] encode::EncodeError),
+    /// `--textfile` names something that is not a regular file: it would be replaced.
+    #[error(
+        "{0}: not a regular file (a folder, a fifo, a device or a socket); the textfile is \
+         renamed into place over what is there, so name a file"
+    )]
+    NotATextfile(PathBuf),
 }
 
 /// One log to read: a run folder's `history.jsonl` or a bare log file.
@@ -285,6 +291,38 @@ pub fn runner_gone(log: &Path) -> bool {
     loopctl_store::append::liveness(log) == loopctl_core::analysis::liveness::Liveness::Dead
 }
 
+/// Where `write_atomic` writes for `path`: `path`, or the file the symbolic links there lead to.
+fn textfile_target(path: &Path) -> Result<PathBuf, ExportError> {
+    let io = |p: &Path, cause| ExportError::Io {
+        path: p.to_path_buf(),
+        cause,
+    };
+    let mut at = path.to_path_buf();
+    // As many links as the kernel follows before it says ELOOP.
+    for _ in 0..40 {
+        let meta = match std::fs::symlink_metadata(&at) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(at),
+            Err(e) => return Err(io(&at, e)),
+            Ok(m) => m,
+        };
+        if meta.is_file() {
+            return Ok(at);
+        }
+        if !meta.file_type().is_symlink() {
+            return Err(ExportError::NotATextfile(at));
+        }
+        let to = std::fs::read_link(&at).map_err(|e| io(&at, e))?;
+        at = match at.parent() {
+            Some(dir) if to.is_relative() => dir.join(to),
+            _ => to,
+        };
+    }
+    Err(io(
+        path,
+        std::io::Error::other("too many levels of symbolic links"),
+    ))
+}
+
 fn render_with(
     m: MetricState,
     runner_gone: Option<encode::RunnerGone>,
@@ -299,8 +337,11 @@ fn render_with(
 }
 
 /// Writes `text` to `path` atomically: a temporary file in the same folder, then a rename, so
-/// node_exporter never reads half a file.
+/// node_exporter never reads half a file. Through a symbolic link, the file it names is written
+/// (the link stays); anything else already at `path` that is not a regular file (a folder, a
+/// fifo, a device, a socket) is refused, not replaced.
 pub fn write_atomic(path: &Path, text: &str) -> Result<(), ExportError> {
+    let path = &textfile_target(path)?;
     let io = |cause| ExportError::Io {
         path: path.to_path_buf(),
         cause,

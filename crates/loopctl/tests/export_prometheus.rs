@@ -97,6 +97,46 @@ fn export_exit_codes_count_every_finding_and_a_log_with_no_event_and_runs_go_by_
         .filter(|n| n.to_string_lossy().starts_with(".in-the-way.prom."))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+    // A fifo (or a device) is not replaced by a file: refused, left as it is.
+    let fifo = tmp.path().join("fifo.prom");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let (code, _, err) = export(&[&args[..], &[fifo.as_os_str(), log.as_os_str()]].concat());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    // Through a symbolic link, relative or dangling, the file it names is written; the link stays.
+    let real = tmp.path().join("real.prom");
+    std::fs::write(&real, "old\n").unwrap();
+    let link = tmp.path().join("link.prom");
+    std::os::unix::fs::symlink("real.prom", &link).unwrap();
+    let (code, _, err) = export(&[&args[..], &[link.as_os_str(), log.as_os_str()]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        std::fs::read_to_string(&real)
+            .unwrap()
+            .contains("loopctl_runs")
+    );
+    let dangling = tmp.path().join("dangling.prom");
+    std::os::unix::fs::symlink("made.prom", &dangling).unwrap();
+    let (code, _, err) = export(&[&args[..], &[dangling.as_os_str(), log.as_os_str()]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        std::fs::read_to_string(tmp.path().join("made.prom"))
+            .unwrap()
+            .contains("loopctl_runs")
+    );
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let args = ["serve", "--listen", &addr].map(std::ffi::OsStr::new);

@@ -59,7 +59,9 @@ struct OtelArgs {
 ///
 /// With --textfile the file is written atomically (a temporary file in the same folder, then
 /// a rename), so the collector never reads half of it; point node_exporter's
-/// --collector.textfile.directory at that folder and name the file *.prom.
+/// --collector.textfile.directory at that folder and name the file *.prom. A symbolic link at
+/// PATH is followed (the file it names is written, the link stays); a folder, fifo, device or
+/// socket there is refused (exit 2), not replaced.
 ///
 /// Exit codes: 0 written; 1 when a log named as FILE holds no event, or under --strict when a
 /// log has findings (damaged lines, a torn tail, seq problems); 2 error (no such root, run or
