@@ -95,6 +95,13 @@ fn logs_with(
         out.sort_by(|a, b| a.log.cmp(&b.log));
         out.dedup_by(|a, b| a.log == b.log);
     }
+    if specs.len() > 1 {
+        // The same file named twice otherwise (`runs/a` and `./runs/a`, a root and a link to
+        // it) is one log: the first name in path order stands for it.
+        use std::os::unix::fs::MetadataExt;
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|l| std::fs::metadata(&l.log).map_or(true, |m| seen.insert((m.dev(), m.ino()))));
+    }
     Ok(out)
 }
 

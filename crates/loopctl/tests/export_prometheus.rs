@@ -1,6 +1,7 @@
 //! `loopctl export prometheus` as a read command: its exit codes, its paths, its errors.
 //! (serve.rs has what it shares with `serve`: the series.)
 
+use std::path::Path;
 use std::process::Command;
 
 use assert_cmd::cargo::cargo_bin;
@@ -215,4 +216,36 @@ fn a_fifo_and_an_empty_name_are_refused_saying_what_they_are() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains(r#"no file or folder "" either"#), "{err}");
     assert!(!err.contains("  "), "{err}");
+}
+
+/// One log named twice, spelt otherwise (a relative and an absolute path, a root and a link to
+/// it), is one log: its run counted once.
+#[test]
+fn a_log_named_twice_under_other_spellings_is_counted_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = "alpha-20260101-000000";
+    let (root, alpha) = root_with_alpha(tmp.path(), run);
+    let link = tmp.path().join("link-to-root");
+    std::os::unix::fs::symlink(&root, &link).unwrap();
+    let rel = alpha.strip_prefix(tmp.path()).unwrap();
+    for paths in [
+        vec![rel.to_path_buf(), alpha.clone()],
+        vec![Path::new(".").join(rel), rel.to_path_buf()],
+        vec![root.clone(), link.clone()],
+    ] {
+        let out = Command::new(cargo_bin("loopctl"))
+            .env("NO_COLOR", "1")
+            .current_dir(tmp.path())
+            .args(["export", "prometheus"])
+            .args(&paths)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{paths:?}");
+        let started = text
+            .lines()
+            .find(|l| l.starts_with("loopctl_runs_started_total{"))
+            .unwrap_or_default();
+        assert!(started.ends_with(" 1"), "{paths:?}: {started}");
+    }
 }
