@@ -698,7 +698,7 @@ fn handle(s: &mut TcpStream, http: &Http) {
             return;
         }
         "/metrics" => {
-            let open = head.accept.contains("application/openmetrics-text");
+            let open = wants_openmetrics(&head.accept);
             let started = Instant::now();
             let families = http.registry.gather();
             let text = if open {
@@ -825,9 +825,57 @@ fn source_findings(m: &MetricState, source: SourceId) -> u64 {
         .sum()
 }
 
+/// Whether an `Accept` header prefers OpenMetrics to the text format: named with a weight above
+/// zero and no lower than any range text 0.0.4 matches (`text/plain`, `text/*`, `*/*`). Media
+/// types are compared without regard to case; a range without `q` weighs 1. Prometheus names
+/// OpenMetrics first, weighted highest.
+fn wants_openmetrics(accept: &str) -> bool {
+    let (mut open, mut text) = (0.0f32, 0.0f32);
+    for range in accept.split(',') {
+        let mut parts = range.split(';');
+        let ty = parts.next().unwrap_or_default().trim();
+        let q = parts
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+            .map_or(1.0, |(_, v)| v.trim().parse::<f32>().unwrap_or(1.0));
+        let is = |t: &str| ty.eq_ignore_ascii_case(t);
+        if is("application/openmetrics-text") {
+            open = open.max(q);
+        } else if is("text/plain") || is("text/*") || is("*/*") {
+            text = text.max(q);
+        }
+    }
+    open > 0.0 && open >= text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn openmetrics_is_served_when_the_accept_header_prefers_it() {
+        for (accept, open) in [
+            // Prometheus 2 and 3.
+            (
+                "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+                true,
+            ),
+            (
+                "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+                true,
+            ),
+            ("Application/OpenMetrics-Text", true),
+            ("text/plain, application/openmetrics-text", true),
+            ("", false),
+            ("text/plain", false),
+            ("*/*", false),
+            ("application/openmetrics-text;q=0, text/plain", false),
+            ("text/plain;q=1, application/openmetrics-text;q=0.1", false),
+            ("application/openmetrics-text; Q=0", false),
+        ] {
+            assert_eq!(wants_openmetrics(accept), open, "{accept}");
+        }
+    }
 
     #[test]
     fn heads_parse_or_are_refused() {

@@ -16,10 +16,10 @@ use crate::output;
 /// each log is followed from where that replay ended, new run folders are picked up and
 /// deleted ones dropped. A scrape encodes the current state: it never reads a log.
 ///
-/// Endpoints: GET /metrics (Prometheus text 0.0.4, or OpenMetrics when the Accept header asks
-/// for application/openmetrics-text), GET /healthz (503 until the first replay is done),
-/// GET /api/runs (the rows of `list --json`, one per run). docs/metrics.md lists the series,
-/// docs/serve.md the behaviour.
+/// Endpoints: GET /metrics (Prometheus text 0.0.4, or OpenMetrics when the Accept header
+/// prefers application/openmetrics-text), GET /healthz (503 until the first replay is done),
+/// GET /api/runs (the rows of `list --json`, one per run), GET / (links to them).
+/// docs/metrics.md lists the series, docs/serve.md the behaviour.
 ///
 /// It listens on 127.0.0.1:9477 (loopback only). To bind any other address (0.0.0.0, a LAN
 /// address, for a Prometheus in a container) you must say so explicitly with --listen; the
