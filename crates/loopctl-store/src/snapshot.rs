@@ -10,6 +10,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use loopctl_core::decode::salvage::salvage_object;
+use loopctl_core::fold::replay::Finding;
 use loopctl_core::fold::run_state::fingerprint;
 use loopctl_core::{Outcome, RunState};
 use serde::Serialize;
@@ -376,6 +377,34 @@ pub fn salvage_max_iterations(run: &RunRef, states: &mut [&mut RunState]) {
 /// folder's name; else the most recently updated.
 pub fn folder_run<'o>(outcome: &'o Outcome, name: &str) -> Option<&'o RunState> {
     pick_folder_run(outcome.runs.values(), name)
+}
+
+/// Each run's findings, in the order of `runs` (a log's runs in run id order), as `list`,
+/// `status` and `serve`'s `/api/runs` count them: those naming the run, and, for the run that
+/// stands for the folder `name` (`pick_folder_run`), those naming none (damaged lines, a torn
+/// tail).
+pub fn finding_counts<'o, I>(runs: I, findings: &[Finding], name: &str) -> Vec<usize>
+where
+    I: Iterator<Item = &'o RunState> + Clone,
+{
+    let mut named: std::collections::HashMap<&str, usize> = Default::default();
+    let mut unnamed = 0;
+    for f in findings {
+        match &f.run_id {
+            Some(r) => *named.entry(r.as_str()).or_default() += 1,
+            None => unnamed += 1,
+        }
+    }
+    let folder = pick_folder_run(runs.clone(), name).map(|s| s.run_id.as_str());
+    runs.map(|s| {
+        let own = named.get(s.run_id.as_str()).copied().unwrap_or(0);
+        own + if folder == Some(s.run_id.as_str()) {
+            unnamed
+        } else {
+            0
+        }
+    })
+    .collect()
 }
 
 /// `folder_run` among `runs`, given in run id order.

@@ -109,3 +109,44 @@ fn a_log_of_damaged_lines_is_listed_empty_with_its_findings() {
     let notes = String::from_utf8_lossy(&out.stderr);
     assert!(notes.contains("1 run(s) have findings"), "{notes}");
 }
+
+/// A run's `finding_count` is one value whichever way it is reached: `list ROOT`, `list` of its
+/// folder or of its log file, and `status --json` (its own findings, and for the folder's run
+/// those naming no run: damaged lines, a torn tail).
+#[test]
+fn a_runs_finding_count_is_the_same_from_list_of_its_root_folder_or_log_and_from_status() {
+    let root = fixtures();
+    let root = root.to_str().unwrap();
+    let of = |rows: &[Value], id: &str| -> i64 {
+        let row = rows.iter().find(|r| r["run_id"] == id);
+        row.and_then(|r| r["finding_count"].as_i64())
+            .unwrap_or_else(|| panic!("no row {id}: {rows:?}"))
+    };
+    let everything = json_rows(&["list", root, "--json"]);
+    // Damaged lines (one run), a torn tail, and a log of two runs with seq findings.
+    for (folder, ids) in [
+        ("bad-middle", &["bm-20260307-110000"][..]),
+        ("torn-tail", &["tt-20260308-090000"]),
+        ("seq-problems", &["late-joiner", "seq-problems"]),
+    ] {
+        let dir = format!("{root}/{folder}");
+        let log = format!("{dir}/history.jsonl");
+        for id in ids {
+            let want = of(&everything, id);
+            assert!(want > 0, "{folder}/{id} has findings");
+            assert_eq!(
+                of(&json_rows(&["list", &dir, "--json"]), id),
+                want,
+                "list {dir}"
+            );
+            assert_eq!(
+                of(&json_rows(&["list", &log, "--json"]), id),
+                want,
+                "list {log}"
+            );
+            let out = run(&["status", &dir, "--run-id", id, "--json"]);
+            let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(status["finding_count"], want, "status {dir} --run-id {id}");
+        }
+    }
+}

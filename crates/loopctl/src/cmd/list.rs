@@ -1,4 +1,3 @@
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use clap::Args as ClapArgs;
@@ -9,7 +8,7 @@ use loopctl_core::{RunState, Ts};
 use loopctl_store::discover::{self, RunRef};
 use loopctl_store::fold::{each_run, rows};
 use loopctl_store::read::ReadOptions;
-use loopctl_store::snapshot::{pick_folder_run, salvage_max_iterations};
+use loopctl_store::snapshot::{finding_counts, salvage_max_iterations};
 
 use super::Ctx;
 use crate::exit;
@@ -74,20 +73,7 @@ fn probe(ctx: &Ctx, run: &RunRef, opts: &ReadOptions, now: Ts) -> Probe {
         Ok(o) if o.runs.is_empty() => (Vec::new(), vec![o.findings.len()], None),
         Ok(o) => {
             let states: Vec<RunState> = o.runs.iter().map(|s| (**s).clone()).collect();
-            // Findings naming no run (damaged lines) go to the folder's own run.
-            let folder = pick_folder_run(states.iter(), &run.name).map(|s| s.run_id.clone());
-            let counts = states
-                .iter()
-                .map(|s| {
-                    o.findings
-                        .iter()
-                        .filter(|f| match &f.run_id {
-                            Some(r) => *r == s.run_id,
-                            None => folder.as_deref() == Some(s.run_id.as_str()),
-                        })
-                        .count()
-                })
-                .collect();
+            let counts = finding_counts(states.iter(), &o.findings, &run.name);
             (states, counts, None)
         }
         Err(e) => (Vec::new(), vec![0], Some(e.to_string())),
@@ -135,15 +121,17 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
     }
     let mut states: Vec<&mut RunState> = outcome.runs.iter_mut().map(|s| &mut **s).collect();
     salvage_max_iterations(&run, &mut states);
-    let mut per_run: HashMap<&str, usize> = HashMap::new();
-    let mut damaged = 0;
-    for f in &outcome.findings {
-        match &f.run_id {
-            Some(r) => *per_run.entry(r.as_str()).or_default() += 1,
-            None if no_event => *per_run.entry(&run.name).or_default() += 1,
-            None => damaged += 1,
-        }
-    }
+    // Findings naming no run (damaged lines) are the folder's run's, as in `list ROOT`.
+    let counts = finding_counts(
+        outcome.runs.iter().map(|s| &**s),
+        &outcome.findings,
+        &run.name,
+    );
+    let damaged = outcome
+        .findings
+        .iter()
+        .filter(|f| f.run_id.is_none())
+        .count();
     let now = loopctl_store::clock::now();
     let runner = Default::default();
     let standings: Vec<(Standing, Option<String>)> = outcome
@@ -155,8 +143,8 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
         .runs
         .iter()
         .zip(&standings)
-        .map(|(s, (st, resume))| {
-            let findings = per_run.get(s.run_id.as_str()).copied().unwrap_or(0);
+        .zip(&counts)
+        .map(|((s, (st, resume)), &findings)| {
             Row::of(
                 &s.run_id,
                 s,
@@ -167,7 +155,7 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
             )
         })
         .collect();
-    if damaged > 0 && !json {
+    if damaged > 0 && !json && !no_event {
         let log = log.display();
         output::note(&format!(
             "{damaged} damaged line(s) in {log}; `loopctl check {log}` says where"
@@ -188,7 +176,7 @@ fn list_file(ctx: &Ctx, log: &Path, json: bool) -> anyhow::Result<u8> {
     // About to exit: the process frees them at once.
     super::free_at_exit(rows);
     super::free_at_exit(standings);
-    super::free_at_exit(per_run);
+    super::free_at_exit(counts);
     super::free_at_exit(outcome);
     code
 }

@@ -2,6 +2,7 @@ use clap::Args as ClapArgs;
 use loopctl_core::analysis::liveness::interrupted_note;
 use loopctl_core::render::run_row::RunRow;
 use loopctl_store::discover;
+use loopctl_store::snapshot::finding_counts;
 use serde_json::json;
 
 use super::Ctx;
@@ -83,6 +84,14 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         return Ok(super::no_event(&run.log));
     };
     ctx.note_one_of(&run, rebuilt.outcome.runs.len(), &s.run_id);
+    // The run's findings as its `list` row counts them.
+    let runs = rebuilt.outcome.runs.values();
+    let findings = std::iter::zip(
+        runs.clone(),
+        finding_counts(runs, &rebuilt.outcome.findings, &run.name),
+    )
+    .find_map(|(r, n)| (r.run_id == s.run_id).then_some(n))
+    .unwrap_or(0);
     // current.json is a hint: the log decides whether the run it names is still going.
     let stale_current = sel.why == discover::Why::Current && s.is_terminal();
     let (standing, resume) =
@@ -93,7 +102,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         let row = RunRow::of(
             &run.name,
             s,
-            rebuilt.outcome.findings.len(),
+            findings,
             (&run.log, run.dir.as_deref()),
             None,
             (standing, resume.as_deref()),
