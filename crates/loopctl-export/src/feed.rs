@@ -100,7 +100,10 @@ struct Lines<'a, R: FnMut(Damage)> {
 
 impl<R: FnMut(Damage)> Projection for Lines<'_, R> {
     fn event(&mut self, line: Line, ev: &Event<'_>) {
-        self.feed.begin(line);
+        if self.feed.begin(line) {
+            // The torn tail counted earlier is now a whole event.
+            self.m.tail_completed(self.feed.source);
+        }
         if let Some((kind, reason)) = self.m.apply(self.feed.source, ev) {
             (self.report)(Damage {
                 source: self.feed.source,

@@ -365,6 +365,9 @@ struct SourceState {
     /// Events read, while the log is folded alone (`MetricState::alone`); its contribution
     /// takes them in when it is merged.
     events: EventCounts,
+    /// Torn tails counted as findings that their writer has since completed: no longer
+    /// findings of the log as it is (`/api/runs`), though still counted (a counter).
+    completed_tails: u64,
 }
 
 /// Hashes a run id by its length and its first and last eight bytes: one event in every log
@@ -499,6 +502,21 @@ impl MetricState {
     pub fn finding(&mut self, source: SourceId, kind: FindingKind, sign: i64) {
         let key = Key::one(Metric::LogFindings, Label::Static(finding_label(kind)));
         self.bump_source(source, key, Delta::Count(sign));
+    }
+
+    /// A torn tail counted earlier has been completed into an event by its writer.
+    pub fn tail_completed(&mut self, source: SourceId) {
+        if let Some(Some(src)) = self.sources.get_mut(source) {
+            src.completed_tails += 1;
+        }
+    }
+
+    /// Findings of the log that were torn tails since completed (`tail_completed`).
+    pub fn completed_tails(&self, source: SourceId) -> u64 {
+        match self.sources.get(source) {
+            Some(Some(src)) => src.completed_tails,
+            _ => 0,
+        }
     }
 
     /// Folds one event of a log; returns the seq finding it makes (counted already), for the

@@ -110,6 +110,9 @@ pub struct Config {
     /// A root that does not exist yet is served empty, its runs picked up by the rescans once
     /// it appears (the default root before the first run), instead of refused.
     pub missing_roots_wait: bool,
+    /// The root in use (`--root`, or the default): `/api/runs` names the resume command of a
+    /// run of its folders by name, others by path, as `list` does.
+    pub root: PathBuf,
 }
 
 /// What the server tells the person running it (the CLI prints it).
@@ -178,6 +181,8 @@ struct Http {
     ready: AtomicBool,
     /// Folder (or file) path of each source, for `/api/runs` and the runner probes.
     paths: Arc<Mutex<HashMap<SourceId, PathBuf>>>,
+    /// `Config::root`.
+    root: PathBuf,
 }
 
 /// `file:line: byte N: kind: reason`, as every command reports a finding.
@@ -253,6 +258,7 @@ pub fn serve(cfg: Config, stop: Arc<AtomicBool>, ui: &dyn Ui) -> Result<Served, 
         shared,
         ready: AtomicBool::new(false),
         paths,
+        root: cfg.root.clone(),
     });
     ui.listening(addr);
     std::thread::scope(|sc| {
@@ -776,17 +782,14 @@ fn runs_json(http: &Http) -> Vec<u8> {
         } else {
             owned.iter().collect()
         };
-        let root = run
-            .dir
-            .as_deref()
-            .and_then(Path::parent)
-            .unwrap_or(Path::new("."));
         // As `list` counts them: each run its own seq findings, and the folder's run the
         // findings that name no run (damaged lines, a torn tail).
         // (`states` are `log_runs`' states, in the same order.)
         let own = |i: usize| log_runs.get(i).map_or(0, |(_, r)| r.findings);
         let attributed: u64 = log_runs.iter().map(|(_, r)| r.findings).sum();
-        let unattributed = source_findings(&m, source).saturating_sub(attributed);
+        // A torn tail its writer completed since is no finding of the log as it is now.
+        let settled = attributed + m.completed_tails(source);
+        let unattributed = source_findings(&m, source).saturating_sub(settled);
         let folder_run = pick_folder_run(states.iter().copied(), &run.name).map(|s| &s.run_id);
         let run_paths = (run.log.as_path(), run.dir.as_deref());
         for (i, s) in states.into_iter().enumerate() {
@@ -796,7 +799,8 @@ fn runs_json(http: &Http) -> Vec<u8> {
                 } else {
                     0
                 };
-            let (standing, resume) = discover::standing(root, &run, s, now, &Default::default());
+            let (standing, resume) =
+                discover::standing(&http.root, &run, s, now, &Default::default());
             if out.len() > 1 {
                 out.push(b',');
             }

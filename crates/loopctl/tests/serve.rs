@@ -796,6 +796,22 @@ fn api_runs_lists_the_rows_of_list_in_its_order() {
         )
         .unwrap();
     }
+    // A run whose runner is gone (its lock file held by no one): `resume` names the command
+    // that continues it, as `list` names it.
+    let gone = root.join("gone");
+    std::fs::create_dir_all(&gone).unwrap();
+    append(
+        &gone.join("history.jsonl"),
+        &event(1, "gone-20260101-000000", "run_started", json!({})),
+    );
+    std::fs::write(gone.join(".history.jsonl.lock"), "").unwrap();
+    // A torn tail, completed by its writer once the server follows the log.
+    let torn = root.join("torn-later");
+    std::fs::create_dir_all(&torn).unwrap();
+    let whole = event(2, "torn-later-20260101-000000", "run_resumed", json!({}));
+    let mut text = event(1, "torn-later-20260101-000000", "run_started", json!({}));
+    text.push_str(&whole[..whole.len() / 2]);
+    std::fs::write(torn.join("history.jsonl"), &text).unwrap();
     let s = Server::start(&[&root], &[]);
     // A run folder that appears later, first in name order: listed where `list` lists it.
     let late = root.join("0-late");
@@ -804,7 +820,19 @@ fn api_runs_lists_the_rows_of_list_in_its_order() {
         &late.join("history.jsonl"),
         &event(1, "0-late-20260101-000000", "run_started", json!({})),
     );
-    s.wait_until(|s| s.get("/api/runs").1.contains("0-late"), "the late run");
+    append(&torn.join("history.jsonl"), &whole[whole.len() / 2..]);
+    s.wait_until(
+        |s| {
+            let rows: Vec<Value> = serde_json::from_str(&s.get("/api/runs").1).unwrap_or_default();
+            let events = |id: &str| {
+                let row = rows.iter().find(|r| r["run_id"] == id);
+                row.and_then(|r| r["events"].as_u64())
+            };
+            events("0-late-20260101-000000") == Some(1)
+                && events("torn-later-20260101-000000") == Some(2)
+        },
+        "the late run and the completed line",
+    );
     let (code, body) = s.get("/api/runs");
     assert_eq!(code, 200);
     let served: Vec<Value> = serde_json::from_str(&body).unwrap();
@@ -838,6 +866,11 @@ fn api_runs_lists_the_rows_of_list_in_its_order() {
         (findings("late-joiner"), findings("seq-problems")),
         (Some(1), Some(3))
     );
+    assert_eq!(findings("torn-later-20260101-000000"), Some(0));
+    let gone = served
+        .iter()
+        .find(|r| r["run_id"] == "gone-20260101-000000");
+    assert!(gone.unwrap()["resume"].is_string(), "{gone:?}");
 }
 
 /// A log of many damaged lines: the first 50 per log are printed, the rest counted (export says

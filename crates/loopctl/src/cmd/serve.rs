@@ -137,6 +137,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         rescan: a.rescan,
         max_connections: 64,
         missing_roots_wait: waits,
+        root: ctx.root.clone(),
         otlp_metrics: a.otlp_metrics.as_deref().map(|url| {
             let env = |k: &str| std::env::var(k).ok();
             otel::metrics::Push {
