@@ -256,6 +256,14 @@ fn resolve_spec(spec: &str, root: &Path) -> Result<RunRef> {
         if is_log(p) {
             return Ok(RunRef::file(p));
         }
+        // There, but no regular file or folder (a fifo, a socket, a device): said so, not
+        // looked for as a run; as is a run folder whose log is one.
+        if p.exists() && !p.is_dir() {
+            return Err(StoreError::NotALog(p.to_path_buf()));
+        }
+        if p.is_dir() && p.join(LOG_NAME).exists() {
+            return Err(StoreError::NotALog(p.join(LOG_NAME)));
+        }
         if p.is_dir() {
             if p.file_name().is_some_and(|n| n == LOG_NAME) {
                 return Err(StoreError::NotFound(format!(

@@ -28,8 +28,9 @@ pub enum StoreError {
     Locked { path: PathBuf, pid: String },
     #[error("{0}")]
     NotFound(String),
-    /// A path taken for a log that names no regular file (`ReadOptions::regular_only`).
-    #[error("{}: not a log file", .0.display())]
+    /// A path taken for a log that names no regular file (`ReadOptions::regular_only`; a RUN
+    /// written as a path that names a fifo, a socket or a device).
+    #[error("{}: not a log file (not a regular file)", .0.display())]
     NotALog(PathBuf),
     #[error("{path}: {reason}")]
     Invalid { path: PathBuf, reason: String },

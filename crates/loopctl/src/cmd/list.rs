@@ -190,6 +190,10 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     if let Some(log) = discover::folder_log(&root) {
         return list_file(ctx, &log, a.json);
     }
+    if root.exists() && !root.is_dir() {
+        // A fifo, a socket, a device: no log and no root.
+        return Err(loopctl_store::StoreError::NotALog(root).into());
+    }
     let runs = discover::runs_under(&root, named)?;
     let bar = if runs.len() > 200 && !a.json {
         ProgressBar::new(runs.len() as u64)
