@@ -365,12 +365,23 @@ fn follow(
     let mut last_scan = Instant::now();
     let mut full_noted = false;
     // Logs seen gone since the last rescan, by the (device, inode) of their file.
-    let mut moved_away: Vec<((u64, u64), usize, Feed)> = Vec::new();
+    // (device and inode, follower source, feed, path it was followed at)
+    let mut moved_away: Vec<((u64, u64), usize, Feed, PathBuf)> = Vec::new();
+    // What the follower said of a log it saw go, held until the next rescan tells a deletion
+    // from a move (a run folder renamed is said to have moved, not to be deleted).
+    let mut gone_notes: HashMap<usize, String> = HashMap::new();
     while !stop.load(Ordering::SeqCst) {
         let mut items = Vec::new();
         follower.poll(&mut |item| items.push(item));
         if !items.is_empty() {
             let mut m = lock();
+            let going: Vec<usize> = items
+                .iter()
+                .filter_map(|i| match i {
+                    Item::Gone { source } => Some(*source),
+                    _ => None,
+                })
+                .collect();
             for item in items {
                 match item {
                     Item::Line {
@@ -393,18 +404,29 @@ fn follow(
                             ui.finding(&log.log, &damage_text(&log.log, &d))
                         });
                     }
+                    Item::Notice { source, text } if going.contains(&source) => {
+                        gone_notes.insert(source, text);
+                    }
                     Item::Notice { text, .. } => ui.notice(&text),
                     Item::Gone { source } => {
-                        if let Some(Some((log, feed))) = feeds.get_mut(source).map(Option::take) {
-                            known.remove(&log.log);
-                            // Moved, perhaps (a run folder renamed): the next rescan looks for
-                            // the file under another name before the log is dropped.
-                            match follower.file_id(source) {
-                                Some(id) => moved_away.push((id, source, feed)),
-                                None => {
-                                    m.drop_source(feed.source);
-                                    lock_paths(http).remove(&feed.source);
+                        let Some(Some((log, feed))) = feeds.get_mut(source).map(Option::take)
+                        else {
+                            if let Some(note) = gone_notes.remove(&source) {
+                                ui.notice(&note);
+                            }
+                            continue;
+                        };
+                        known.remove(&log.log);
+                        // Moved, perhaps (a run folder renamed): the next rescan looks for
+                        // the file under another name before the log is dropped.
+                        match follower.file_id(source) {
+                            Some(id) => moved_away.push((id, source, feed, log.log)),
+                            None => {
+                                if let Some(note) = gone_notes.remove(&source) {
+                                    ui.notice(&note);
                                 }
+                                m.drop_source(feed.source);
+                                lock_paths(http).remove(&feed.source);
                             }
                         }
                     }
@@ -431,9 +453,11 @@ fn follow(
                         let same = |i: usize| follower.holds_read(i, &log.log);
                         if let Some(k) = moved_away
                             .iter()
-                            .position(|(gone, i, _)| *gone == id && same(*i))
+                            .position(|(gone, i, _, _)| *gone == id && same(*i))
                         {
-                            return Some(moved_away.swap_remove(k).2);
+                            let (_, i, feed, from) = moved_away.swap_remove(k);
+                            gone_notes.remove(&i);
+                            return Some((feed, from));
                         }
                         // Not seen gone yet: the file its old path no longer names.
                         let old = follower.sources_of(id).find(|&i| {
@@ -446,9 +470,14 @@ fn follow(
                         follower.forget(old);
                         let (gone, feed) = feeds.get_mut(old).and_then(Option::take)?;
                         known.remove(&gone.log);
-                        Some(feed)
+                        Some((feed, gone.log))
                     });
-                    if let Some(feed) = moved {
+                    if let Some((feed, from)) = moved {
+                        ui.notice(&format!(
+                            "{} moved to {}; followed on",
+                            from.display(),
+                            log.log.display()
+                        ));
                         let at = follower.add(&log.log, Start::Numbered(feed.next_offset));
                         track(http, feed.source, &log);
                         known.insert(log.log.clone(), at);
@@ -479,7 +508,10 @@ fn follow(
             // Gone for good: their runs leave the gauges.
             if !moved_away.is_empty() {
                 let mut m = lock();
-                for (_, _, feed) in moved_away.drain(..) {
+                for (_, i, feed, _) in moved_away.drain(..) {
+                    if let Some(note) = gone_notes.remove(&i) {
+                        ui.notice(&note);
+                    }
                     m.drop_source(feed.source);
                     lock_paths(http).remove(&feed.source);
                 }

@@ -147,6 +147,10 @@ fn a_renamed_run_folder_is_followed_on_not_counted_again() {
     let (_, rows) = s.get("/api/runs");
     let rows: Value = serde_json::from_str(&rows).unwrap();
     assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
+    // Said to have moved, not to have been deleted.
+    let notices = s.notices().join("\n");
+    assert!(notices.contains("moved to"), "{notices}");
+    assert!(!notices.contains("deleted"), "{notices}");
     let m = s.metrics();
     assert_eq!(value(&m, started), Some(1.0), "{m}");
     assert_eq!(value(&m, events), Some(1.0), "{m}");
@@ -175,4 +179,8 @@ fn a_renamed_run_folder_is_followed_on_not_counted_again() {
     );
     assert_eq!(value(&s.metrics(), evals), Some(2.0));
     assert_eq!(s.get("/api/runs").1.trim(), "[]");
+    s.wait_until(
+        |s| s.notices().join("\n").contains("was deleted"),
+        "the deletion said",
+    );
 }
