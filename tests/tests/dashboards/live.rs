@@ -155,6 +155,7 @@ fn every_expression_returns_data_from_prometheus_scraping_serve_over_fixtures_an
         max_connections: 16,
         otlp_metrics: None,
         missing_roots_wait: false,
+        root: root.clone(),
     };
     let ui = Arc::new(Captured::default());
     let stop = Arc::new(AtomicBool::new(false));
