@@ -891,33 +891,3 @@ fn every_command_s_help_has_whole_sentences() {
     }
     assert!(slips.is_empty(), "--help slips:\n{}", slips.join("\n\n"));
 }
-
-/// A RUN or path that is there but is no regular file or folder (a fifo), or a run folder whose
-/// log is one, is said to be that, exit 2, by every read command: not "no run", not "Not a
-/// directory". Nothing blocks on the fifo.
-#[test]
-fn a_fifo_named_as_a_log_or_a_run_folders_log_is_said_to_be_no_regular_file() {
-    let tmp = tempfile::tempdir().unwrap();
-    let fifo = tmp.path().join("pipe.jsonl");
-    let folder = tmp.path().join("root/a");
-    std::fs::create_dir_all(&folder).unwrap();
-    for f in [&fifo, &folder.join("history.jsonl")] {
-        nix::unistd::mkfifo(f, nix::sys::stat::Mode::S_IRWXU).unwrap();
-    }
-    let (fifo, folder) = (fifo.to_str().unwrap(), folder.to_str().unwrap());
-    for args in [
-        vec!["status", fifo],
-        vec!["history", fifo],
-        vec!["check", fifo],
-        vec!["postmortem", fifo],
-        vec!["stagnation", fifo],
-        vec!["list", fifo],
-        vec!["check", folder],
-        vec!["status", folder],
-    ] {
-        let out = run(&args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains("not a regular file"), "{args:?}: {err}");
-    }
-}

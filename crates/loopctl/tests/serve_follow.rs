@@ -1,10 +1,12 @@
-//! `loopctl serve` while it follows its logs: torn tails, renamed run folders, and the
-//! open-file limit (one file kept open per followed log).
+//! `loopctl serve` while it follows its logs: torn tails, renamed run folders, the open-file
+//! limit (one file kept open per followed log), and `/api/runs` as the logs change.
 
 use std::io::Read;
-use std::process::Stdio;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use assert_cmd::cargo::cargo_bin;
 use serde_json::{Value, json};
 
 mod common;
@@ -183,4 +185,103 @@ fn a_renamed_run_folder_is_followed_on_not_counted_again() {
         |s| s.notices().join("\n").contains("was deleted"),
         "the deletion said",
     );
+}
+
+/// `/api/runs` gives the rows `list --json` gives, a log with no event (an empty row), a log of
+/// damaged lines (an empty row with its findings) and logs of several runs (each run its own
+/// seq findings, the folder's run the damaged lines) included.
+#[test]
+fn api_runs_lists_the_rows_of_list_in_its_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, _) = root_with_alpha(tmp.path(), "alpha-20260101-000000");
+    for (name, text) in [("blank", ""), ("garbled", "not json\n{\"event\":\n")] {
+        std::fs::create_dir_all(root.join(name)).unwrap();
+        std::fs::write(root.join(name).join("history.jsonl"), text).unwrap();
+    }
+    for fixture in ["seq-problems", "merged-runs", "bad-middle", "torn-tail"] {
+        let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures")
+            .join(fixture);
+        std::fs::create_dir_all(root.join(fixture)).unwrap();
+        std::fs::copy(
+            from.join("history.jsonl"),
+            root.join(fixture).join("history.jsonl"),
+        )
+        .unwrap();
+    }
+    // A run whose runner is gone (its lock file held by no one): `resume` names the command
+    // that continues it, as `list` names it.
+    let gone = root.join("gone");
+    std::fs::create_dir_all(&gone).unwrap();
+    append(
+        &gone.join("history.jsonl"),
+        &event(1, "gone-20260101-000000", "run_started", json!({})),
+    );
+    std::fs::write(gone.join(".history.jsonl.lock"), "").unwrap();
+    // A torn tail, completed by its writer once the server follows the log.
+    let torn = root.join("torn-later");
+    std::fs::create_dir_all(&torn).unwrap();
+    let whole = event(2, "torn-later-20260101-000000", "run_resumed", json!({}));
+    let mut text = event(1, "torn-later-20260101-000000", "run_started", json!({}));
+    text.push_str(&whole[..whole.len() / 2]);
+    std::fs::write(torn.join("history.jsonl"), &text).unwrap();
+    let s = Server::start(&[&root], &[]);
+    // A run folder that appears later, first in name order: listed where `list` lists it.
+    let late = root.join("0-late");
+    std::fs::create_dir_all(&late).unwrap();
+    append(
+        &late.join("history.jsonl"),
+        &event(1, "0-late-20260101-000000", "run_started", json!({})),
+    );
+    append(&torn.join("history.jsonl"), &whole[whole.len() / 2..]);
+    s.wait_until(
+        |s| {
+            let rows: Vec<Value> = serde_json::from_str(&s.get("/api/runs").1).unwrap_or_default();
+            let events = |id: &str| {
+                let row = rows.iter().find(|r| r["run_id"] == id);
+                row.and_then(|r| r["events"].as_u64())
+            };
+            events("0-late-20260101-000000") == Some(1)
+                && events("torn-later-20260101-000000") == Some(2)
+        },
+        "the late run and the completed line",
+    );
+    let (code, body) = s.get("/api/runs");
+    assert_eq!(code, 200);
+    let served: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let listed = Command::new(cargo_bin("loopctl"))
+        .arg("list")
+        .arg(&root)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let mut listed: Vec<Value> = serde_json::from_slice(&listed.stdout).unwrap();
+    let mut served = served;
+    for rows in [&mut listed, &mut served] {
+        for r in rows.iter_mut() {
+            r.as_object_mut().unwrap().remove("idle_ms");
+        }
+    }
+    assert_eq!(served, listed);
+    let garbled = served.iter().find(|r| r["run_id"] == "garbled").unwrap();
+    assert_eq!(
+        (
+            garbled["status"].as_str(),
+            garbled["finding_count"].as_u64()
+        ),
+        (Some("empty"), Some(2))
+    );
+    let findings = |id: &str| {
+        let r = served.iter().find(|r| r["run_id"] == id).unwrap();
+        r["finding_count"].as_u64()
+    };
+    assert_eq!(
+        (findings("late-joiner"), findings("seq-problems")),
+        (Some(1), Some(3))
+    );
+    assert_eq!(findings("torn-later-20260101-000000"), Some(0));
+    let gone = served
+        .iter()
+        .find(|r| r["run_id"] == "gone-20260101-000000");
+    assert!(gone.unwrap()["resume"].is_string(), "{gone:?}");
 }
