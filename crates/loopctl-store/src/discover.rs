@@ -364,6 +364,10 @@ fn resolve_under(spec: &str, root: &Path) -> Result<RunRef> {
         by_id
     };
     match hits.as_slice() {
+        // A run folder whose log is there but no regular file (a fifo): said so.
+        [] if !spec.is_empty() && dir.is_dir() && dir.join(LOG_NAME).exists() => {
+            Err(StoreError::NotALog(dir.join(LOG_NAME)))
+        }
         [] => Err(StoreError::NotFound(format!(
             "no run {spec:?}: no run folder {}, and no run of that id or alias under {}",
             dir.display(),

@@ -389,7 +389,9 @@ fn a_fifo_named_as_a_log_or_a_run_folders_log_is_said_to_be_no_regular_file() {
     for f in [&fifo, &folder.join("history.jsonl")] {
         nix::unistd::mkfifo(f, nix::sys::stat::Mode::S_IRWXU).unwrap();
     }
+    let root = tmp.path().join("root");
     let (fifo, folder) = (fifo.to_str().unwrap(), folder.to_str().unwrap());
+    let root = root.to_str().unwrap();
     for args in [
         vec!["status", fifo],
         vec!["history", fifo],
@@ -399,6 +401,7 @@ fn a_fifo_named_as_a_log_or_a_run_folders_log_is_said_to_be_no_regular_file() {
         vec!["list", fifo],
         vec!["check", folder],
         vec!["status", folder],
+        vec!["--root", root, "status", "a"],
     ] {
         let out = loopctl().args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
