@@ -72,6 +72,9 @@ struct Source {
     /// (file times are coarse: a same-size rewrite within one clock tick goes unseen).
     mark: Vec<u8>,
     modified: Option<std::time::SystemTime>,
+    /// The (up to `TAIL_MARK`) bytes before the end of the last whole line read: what a
+    /// writer that cuts or rewrites only the unfinished line after it leaves in place.
+    whole_mark: Vec<u8>,
 }
 
 /// Bytes kept to tell a file rewritten in place from one appended to.
@@ -171,6 +174,7 @@ impl Follower {
             count_before: false,
             gone: false,
             mark: Vec::new(),
+            whole_mark: Vec::new(),
             modified: None,
         };
         if let Ok(f) = File::open(path)
@@ -384,6 +388,16 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
         }
         s.file = Some(f);
         s.id = id;
+    } else if (meta.len() < s.offset || meta.modified().ok() != s.modified)
+        && s.unfinished_line_rewritten()
+    {
+        out(Item::Notice {
+            source: i,
+            text: format!(
+                "{}: its unfinished last line was cut or rewritten; following it on",
+                s.path.display()
+            ),
+        });
     } else if meta.len() < s.offset {
         out(Item::Notice {
             source: i,
@@ -435,6 +449,14 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
         let mut rest = &buf[..n];
         // Start of `partial` in the file.
         let mut line_start = s.offset - s.partial.len() as u64;
+        // What `whole_mark` is made of if a line ends in this read: its end, after the bytes
+        // of the line begun before it (the last `TAIL_MARK` of them matter).
+        let begun = &s.partial[s.partial.len().saturating_sub(TAIL_MARK)..];
+        let whole_before = if s.partial.len() >= TAIL_MARK {
+            begun.to_vec()
+        } else {
+            [&s.whole_mark[..], begun].concat()
+        };
         s.offset += n as u64;
         while let Some(j) = memchr::memchr(b'\n', rest) {
             let text = if s.partial.is_empty() {
@@ -455,6 +477,13 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
             line_start += len + 1;
             rest = &rest[j + 1..];
         }
+        let ended = n - rest.len();
+        if ended > 0 {
+            let mut w = whole_before;
+            w.extend_from_slice(&buf[..ended]);
+            w.drain(..w.len().saturating_sub(TAIL_MARK));
+            s.whole_mark = w;
+        }
         s.partial.extend_from_slice(rest);
         let keep = TAIL_MARK.saturating_sub(n).min(s.mark.len());
         s.mark.drain(..s.mark.len() - keep);
@@ -464,6 +493,37 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
 }
 
 impl Source {
+    /// Whether the file still holds, byte for byte, what was read up to the end of the last
+    /// whole line, while the unfinished line read after it is no longer what was read (cut,
+    /// or rewritten: a writer repairing a torn line, as `resume` does). Then the follower
+    /// goes back to that line's start and reads it afresh: no whole line is given twice.
+    fn unfinished_line_rewritten(&mut self) -> bool {
+        if self.partial.is_empty() {
+            return false;
+        }
+        let whole = self.offset - self.partial.len() as u64;
+        let Some(f) = self.file.as_mut() else {
+            return false;
+        };
+        // Whole lines were read before it, and the mark of them is complete (not a start
+        // mid-file with none read since).
+        let known = whole == 0 || self.whole_mark.len() == TAIL_MARK.min(whole as usize);
+        if !known || mark_before(f, whole).is_none_or(|m| m != self.whole_mark) {
+            return false;
+        }
+        if mark_before(f, self.offset).is_some_and(|m| m == self.mark) {
+            // Still what was read: only appended to.
+            return false;
+        }
+        if f.seek(SeekFrom::Start(whole)).is_err() {
+            return false;
+        }
+        self.offset = whole;
+        self.partial.clear();
+        self.mark = self.whole_mark.clone();
+        true
+    }
+
     /// Follows the file again from its start.
     fn restart(&mut self) {
         self.offset = 0;
@@ -472,6 +532,7 @@ impl Source {
         self.count_before = false;
         self.partial.clear();
         self.mark.clear();
+        self.whole_mark.clear();
     }
 }
 
@@ -660,6 +721,48 @@ mod tests {
             assert_eq!(f.watched.iter().collect::<Vec<_>>(), [dir.path()]);
         }
         assert_eq!(lines(&mut f), ["new"]);
+    }
+
+    /// An unfinished last line cut or rewritten by its writer (a torn line repaired, as
+    /// `resume` does), and the log written on: followed on from that line's start, no whole
+    /// line given twice; however long the unfinished line, and whether the follower looks
+    /// between the cut and the writes or after both.
+    #[test]
+    fn an_unfinished_line_rewritten_by_its_writer_is_read_afresh_not_the_whole_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("h.jsonl");
+        let long = format!("{{\"{}", "x".repeat(200));
+        for torn in ["{\"par", long.as_str()] {
+            for look_between in [false, true] {
+                std::fs::write(&p, format!("a\nb\n{torn}")).unwrap();
+                let mut f = Follower::new(Duration::from_millis(10));
+                f.add(&p, Start::Beginning);
+                assert_eq!(lines(&mut f), ["a", "b"]);
+                let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+                file.set_len(4).unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+                let mut got = Vec::new();
+                if look_between {
+                    got.extend(lines(&mut f));
+                }
+                let mut w = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+                w.write_all(b"{\"whole\":1}\nc\n").unwrap();
+                got.extend(lines(&mut f));
+                assert_eq!(
+                    got,
+                    ["! unfinished", "{\"whole\":1}", "c"],
+                    "{torn:.8} {look_between}"
+                );
+            }
+        }
+        // Cut into a line already given: from the start, as before.
+        std::fs::write(&p, "a\nb\n").unwrap();
+        let mut f = Follower::new(Duration::from_millis(10));
+        f.add(&p, Start::Beginning);
+        assert_eq!(lines(&mut f), ["a", "b"]);
+        let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        file.set_len(2).unwrap();
+        assert_eq!(lines(&mut f), ["! truncated", "a"]);
     }
 
     #[test]

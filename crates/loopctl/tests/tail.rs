@@ -142,6 +142,25 @@ fn follows_appends_holding_partial_lines_and_prints_json_that_parses_back() {
     // Truncated: followed from its start.
     std::fs::write(&log, ev(1, "r3", "run_started", 0, "", json!({}))).unwrap();
     assert_eq!(next(&rx)["run_id"], json!("r3"));
+    // A torn line cut by its writer (as `resume` repairs one) and the log written on: the
+    // events after it come once, the ones before it are not given again.
+    append(
+        &log,
+        &ev(2, "r3", "usage", 0, "fix", json!({})).as_bytes()[..20],
+    );
+    std::thread::sleep(Duration::from_millis(60));
+    let whole = std::fs::read(&log).unwrap().len() - 20;
+    let file = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+    file.set_len(whole as u64).unwrap();
+    append(&log, ev(2, "r3", "stopped", 0, "", json!({})).as_bytes());
+    let got = next(&rx);
+    assert_eq!((&got["seq"], &got["event"]), (&json!(2), &json!("stopped")));
+    // Rewritten from its start with the same run: its seqs begin again, none taken for a
+    // repeat of the old ones.
+    std::fs::write(&log, ev(1, "r3", "run_started", 0, "", json!({}))).unwrap();
+    assert_eq!(next(&rx)["event"], json!("run_started"));
+    append(&log, ev(2, "r3", "stopped", 0, "", json!({})).as_bytes());
+    assert_eq!(next(&rx)["event"], json!("stopped"));
     child.kill().unwrap();
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();

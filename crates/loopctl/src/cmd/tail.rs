@@ -139,6 +139,9 @@ struct Log {
     runs: BTreeSet<String>,
     /// The one run of the log to follow, when RUN named it (a run id or alias).
     only: Option<String>,
+    /// Offset just past the last line taken: a line before it means the log is read again
+    /// from its start (truncated, replaced), its runs' seqs checked afresh.
+    next: u64,
 }
 
 struct Tail {
@@ -190,6 +193,10 @@ impl Projection for Live<'_> {
 impl Tail {
     /// A line of log `log`; `terminated` false for the bytes after its last newline.
     fn event(&mut self, log: usize, pos: Pos, raw: &[u8], terminated: bool) {
+        if pos.offset < self.logs[log].next {
+            self.seqs.retain(|(l, _), _| *l != log);
+        }
+        self.logs[log].next = pos.offset + raw.len() as u64 + 1;
         let line = Line {
             pos,
             len: raw.len() as u64,
@@ -518,6 +525,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             path: path.clone(),
             runs: BTreeSet::new(),
             only: only.clone(),
+            next: 0,
         };
         let max_line = ctx.read.max_line;
         add_log(&mut tail, &mut follower, path, log, first, max_line)?;
@@ -600,6 +608,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                             path: r.log.clone(),
                             runs: BTreeSet::new(),
                             only: None,
+                            next: 0,
                         };
                         let max_line = ctx.read.max_line;
                         add_log(&mut tail, &mut follower, &r.log, log, usize::MAX, max_line)?;
