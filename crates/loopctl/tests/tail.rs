@@ -629,3 +629,29 @@ fn until_done_gives_up_on_a_run_whose_runner_is_gone() {
     drop(held);
     assert_eq!(exit_within_10s(&mut child), Some(0));
 }
+
+/// Ctrl-C ends a following tail: 130, or under --strict 1 when it reported findings (as the
+/// help says findings do once tail ends).
+#[test]
+fn ctrl_c_ends_a_following_tail_with_130_or_1_under_strict_with_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("history.jsonl");
+    let mut text = run_log("r", 1, None);
+    text.push_str("garbage line\n");
+    std::fs::write(&log, text).unwrap();
+    for (strict, want) in [(false, 130), (true, 1)] {
+        let mut args = vec!["--json"];
+        if strict {
+            args.push("--strict");
+        }
+        args.push(log.to_str().unwrap());
+        let (mut child, rx) = follow(&args);
+        next(&rx);
+        // Past its first look (the warning is out): Ctrl-C.
+        std::thread::sleep(Duration::from_millis(300));
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(want), "strict: {strict}");
+    }
+}

@@ -3,6 +3,8 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -31,7 +33,8 @@ use crate::output;
 /// reason): damaged lines are skipped, and so is a line repeating its run's last seq (replay
 /// does not apply it), in every format. With --no-follow the bytes after the last newline are
 /// the last line: an event, or a torn tail; when following, they wait for their newline. Under
-/// --strict, findings make the exit code 1 once tail ends (unless --until-done gives another).
+/// --strict, findings make the exit code 1 once tail ends (unless --until-done gives another);
+/// a following tail ended by Ctrl-C exits 130, or 1 under --strict when there were findings.
 #[derive(ClapArgs)]
 #[command(after_help = "\
 Examples:
@@ -545,6 +548,14 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             Item::Gone { .. } => {}
         });
     };
+    // Ctrl-C ends a following tail with its exit code (130, or 1 under --strict with
+    // findings); a second one ends it at once, should it be stuck writing.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    if !a.no_follow {
+        let sig = signal_hook::consts::SIGINT;
+        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&interrupted))?;
+        signal_hook::flag::register(sig, Arc::clone(&interrupted))?;
+    }
     let mut follow = || -> anyhow::Result<u8> {
         pump(&mut tail, &mut follower);
         if a.no_follow {
@@ -598,6 +609,11 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             follower.wait();
             if let Some(code) = tail.output_ended(&follower)? {
                 return Ok(code);
+            }
+            if interrupted.load(Ordering::SeqCst) {
+                pump(&mut tail, &mut follower);
+                let findings = ctx.strict && tail.findings > 0;
+                return Ok(if findings { crate::exit::OK } else { 130 });
             }
             for root in &roots {
                 for r in discover::list_runs(root).unwrap_or_default() {
