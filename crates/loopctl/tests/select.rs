@@ -409,3 +409,32 @@ fn a_fifo_named_as_a_log_or_a_run_folders_log_is_said_to_be_no_regular_file() {
         assert!(err.contains("not a regular file"), "{args:?}: {err}");
     }
 }
+
+/// In a log of several runs, `check` names the run it shows as `status` and `postmortem` do
+/// (the folder's run: here the one updated last), or none when it compares no state file.
+#[test]
+fn check_names_the_run_status_and_postmortem_show_in_a_merged_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("mr");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        repo().join("fixtures/merged-runs/history.jsonl"),
+        dir.join("history.jsonl"),
+    )
+    .unwrap();
+    let shown = |cmd: &str| {
+        let out = loopctl().args([cmd]).arg(&dir).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        err.split("showing ")
+            .nth(1)
+            .map(|s| s.split(' ').next().unwrap_or_default().to_string())
+    };
+    let status = shown("status");
+    assert_eq!(status.as_deref(), Some("alpha-svc-20260304-080000"));
+    assert_eq!(shown("postmortem"), status);
+    let check = shown("check");
+    assert!(check.is_none() || check == status, "{check:?}");
+    // With a state file to compare (one naming no run), it names the same run.
+    std::fs::write(dir.join("run.json"), "{}\n").unwrap();
+    assert_eq!(shown("check"), status);
+}

@@ -41,7 +41,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     } else {
         ctx.count(&run)?
     };
-    if let Some(s) = &rebuilt.state {
+    // The run whose state file is compared, named as status names it; counting alone
+    // compares none (its states hold no times to choose one by).
+    if let Some(s) = rebuilt.state.as_ref().filter(|_| compare) {
         ctx.note_one_of(&run, rebuilt.outcome.runs.len(), &s.run_id);
     }
     let o = &rebuilt.outcome;
