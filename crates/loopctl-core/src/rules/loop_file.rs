@@ -304,17 +304,26 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Rejected> {
         }
     }
     let [pre, loop_, post] = lists;
+    // As written, not as parsed: a phase with its own errors still makes the loop non-empty.
+    let loop_written = top
+        .get("loop")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
     let max_iterations = match top.get("max_iterations") {
         None | Some(Value::Null) => DEFAULT_MAX_ITERATIONS,
         Some(v) => match v.as_i64() {
             Some(0) => DEFAULT_MAX_ITERATIONS,
             Some(n) if n > 0 => n as u64,
-            Some(_) if loop_.is_empty() => DEFAULT_MAX_ITERATIONS,
+            Some(_) if !loop_written => DEFAULT_MAX_ITERATIONS,
             Some(_) => {
                 errors.push(err(
                     "max_iterations",
                     "max_iterations must be ≥ 1 when loop is non-empty",
                 ));
+                0
+            }
+            None if v.as_u64().is_some() || v.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+                errors.push(err("max_iterations", "is an integer out of range"));
                 0
             }
             None => {
@@ -602,6 +611,22 @@ mod tests {
         assert_eq!(
             errs(r#"{"loop":[{"name":"","prompt":"x"}]}"#),
             ["loop[0]: every phase must have a non-empty name"]
+        );
+        // Every problem at once: a phase's own errors do not hide the file's.
+        assert_eq!(
+            errs(r#"{"max_iterations":-1,"loop":[{"run":"true"}]}"#),
+            [
+                "loop[0]: every phase must have a non-empty name",
+                "max_iterations: max_iterations must be ≥ 1 when loop is non-empty"
+            ]
+        );
+        assert_eq!(
+            errs(r#"{"max_iterations":99999999999999999999,"loop":[{"name":"a","run":"true"}]}"#),
+            ["max_iterations: is an integer out of range"]
+        );
+        assert_eq!(
+            errs(r#"{"max_iterations":1.5,"loop":[{"name":"a","run":"true"}]}"#),
+            ["max_iterations: must be an integer"]
         );
         assert_eq!(
             errs(r#"{"loop":[{"name":"a","prompt":"x","prompt_file":"y"}]}"#),
