@@ -552,36 +552,8 @@ impl MetricState {
                 (r, was, false)
             }
             EntryRef::Vacant(e) => {
-                let mut state = RunState::new(run_id);
-                // A first `run_started` naming the run's alias: the run is labelled by it from
-                // its start, not by a label it leaves at once (which would take a place under
-                // `--max-loops`).
-                if ev.kind == Kind::RunStarted
-                    && ev
-                        .payload
-                        .as_deref()
-                        .is_some_and(|p| p.contains("task_alias"))
-                {
-                    let mut first = RunState::new(run_id);
-                    apply_mut_lean(&mut first, ev);
-                    state.task_alias = first.task_alias;
-                }
-                let raw = loop_label(&state, &name);
-                let loop_label = self.admit_loop(raw.clone());
-                let mut r = RunMetrics {
-                    label_number: self.label_number(&loop_label),
-                    loop_label,
-                    raw_label: raw,
-                    state,
-                    tally: [0; 5],
-                    phases: PhaseCounts::default(),
-                    live: None,
-                    lean: None,
-                    findings: 0,
-                };
-                self.start_trace(&mut r, ev);
-                self.add(&mut r, runs_key(Status::Running), Delta::Count(1));
-                (e.insert(Box::new(r)), false, true)
+                let r = self.new_run(run_id, &name, ev);
+                (e.insert(r), false, true)
             }
         };
         let step = seq_step(run.state.events, run.state.last_seq, ev.seq);
@@ -616,6 +588,42 @@ impl MetricState {
             src.runs = runs;
         }
         step.finding
+    }
+
+    /// A run seen for the first time, at `ev`, in the log named `name`: counted running
+    /// under its label. Out of `apply`'s line (once per run, `apply` once per event).
+    #[inline(never)]
+    fn new_run(&mut self, run_id: &str, name: &str, ev: &Event<'_>) -> Box<RunMetrics> {
+        let mut state = RunState::new(run_id);
+        // A first `run_started` naming the run's alias: the run is labelled by it from its
+        // start, not by a label it leaves at once (which would take a place under
+        // `--max-loops`).
+        if ev.kind == Kind::RunStarted
+            && ev
+                .payload
+                .as_deref()
+                .is_some_and(|p| p.contains("task_alias"))
+        {
+            let mut first = RunState::new(run_id);
+            apply_mut_lean(&mut first, ev);
+            state.task_alias = first.task_alias;
+        }
+        let raw = loop_label(&state, name);
+        let loop_label = self.admit_loop(raw.clone());
+        let mut r = RunMetrics {
+            label_number: self.label_number(&loop_label),
+            loop_label,
+            raw_label: raw,
+            state,
+            tally: [0; 5],
+            phases: PhaseCounts::default(),
+            live: None,
+            lean: None,
+            findings: 0,
+        };
+        self.start_trace(&mut r, ev);
+        self.add(&mut r, runs_key(Status::Running), Delta::Count(1));
+        Box::new(r)
     }
 
     /// A running run's fresh trace: lean when this model folds the lean way and the event is

@@ -17,6 +17,7 @@ use super::{Delta, Metric, SeriesKey, Val};
 pub(super) struct Series(pub(super) SeriesKey);
 
 /// The same bytes for a series however it is held: the metric, then each label value.
+#[inline(always)]
 fn hash_series<'a, H: Hasher>(h: &mut H, m: Metric, labels: impl Iterator<Item = &'a str>) {
     h.write_u8(m as u8);
     for l in labels {
@@ -49,6 +50,7 @@ impl SeriesRef<'_> {
 }
 
 impl Hash for SeriesRef<'_> {
+    #[inline(always)]
     fn hash<H: Hasher>(&self, h: &mut H) {
         hash_series(h, self.metric, self.labels());
     }
