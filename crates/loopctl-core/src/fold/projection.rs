@@ -58,7 +58,8 @@ pub trait Split: Projection + Send + Sized {
     /// An empty projection of the same settings, for another shard.
     fn fork(&self) -> Self;
     /// Work a shard can finish alone once it has all its lines, before the join (the driver
-    /// runs it on the shard's thread, in parallel with the other shards).
+    /// runs it on the shard's thread, in parallel with the other shards; `fold_runs`, on a
+    /// whole log's once it is read). May be called again after the join.
     fn settle(&mut self) {}
     /// Takes in another shard's fold (its runs are not this one's).
     fn join(&mut self, other: Self);

@@ -252,8 +252,8 @@ pub fn each_run<R: Send>(
 }
 
 /// Folds the log of every run through a projection of its own (`make`), the logs spread over
-/// `opts.threads` threads (a large one is split in chunks as `fold_file` does). The results
-/// come in the order of `runs`.
+/// `opts.threads` threads (a large one is split in chunks as `fold_file` does), each settled
+/// (`Split::settle`) on its thread once read. The results come in the order of `runs`.
 pub fn fold_runs<P: Split>(
     runs: &[RunRef],
     opts: &ReadOptions,
@@ -264,7 +264,11 @@ pub fn fold_runs<P: Split>(
             default_run: r.name.clone(),
             ..opts.clone()
         };
-        fold_file(&r.log, &opts, make(r))
+        // Settled here, on the thread that folded it, not by whoever takes the results.
+        fold_file(&r.log, &opts, make(r)).map(|mut p| {
+            p.settle();
+            p
+        })
     })
 }
 
