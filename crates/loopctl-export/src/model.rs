@@ -19,7 +19,7 @@
 
 use std::collections::BTreeSet;
 use std::collections::hash_map::Entry;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hash};
 
 use hashbrown::hash_map::EntryRef;
 use rustc_hash::FxHashMap as HashMap;
@@ -32,6 +32,7 @@ use loopctl_core::{Event, Kind, Ts};
 
 mod caps;
 mod counts;
+mod ids;
 mod key;
 mod labels;
 mod lean;
@@ -41,7 +42,8 @@ mod observe;
 mod totals;
 
 use caps::Caps;
-use counts::{EventCounts, PhaseCounts};
+use counts::{EventCounts, LabelCounts, PhaseCache};
+use ids::{IdHasher, IdRef, RunKey};
 use key::{Key, Label};
 use lean::Lean;
 use totals::Totals;
@@ -115,6 +117,9 @@ struct Local {
     labels: Vec<String>,
     numbers: HashMap<String, u32>,
     series: HashMap<(u32, Key), Val>,
+    /// What runs add at most events, counted in place by label number (`LabelCounts`), made
+    /// into `series` by `settle`.
+    counts: LabelCounts,
 }
 
 impl Local {
@@ -160,12 +165,7 @@ impl Delta {
         match (*self, v) {
             (Delta::Count(n), Val::Count(a)) => *a = a.saturating_add(n),
             (Delta::Observe(x, sign), Val::Hist(h)) => {
-                let bounds = m.buckets();
-                let exported = x as f64 / m.scale();
-                let i = bounds
-                    .iter()
-                    .position(|b| exported <= *b)
-                    .unwrap_or(bounds.len());
+                let i = bucket_of(m, x);
                 if let Some(b) = h.buckets.get_mut(i) {
                     *b += sign;
                 }
@@ -175,6 +175,21 @@ impl Delta {
             _ => {}
         }
     }
+}
+
+/// The bucket of metric `m` that an observation of `x` stored units falls in (the last for
+/// `+Inf`).
+#[inline]
+fn bucket_of(m: Metric, x: i64) -> usize {
+    if let Some(units) = m.bounds_in_units() {
+        return units.iter().position(|b| x <= *b).unwrap_or(units.len());
+    }
+    let bounds = m.buckets();
+    let exported = x as f64 / m.scale();
+    bounds
+        .iter()
+        .position(|b| exported <= *b)
+        .unwrap_or(bounds.len())
 }
 
 /// Adds `d` to a series of metric `m` (one hash, no value built); a series at zero is removed.
@@ -257,11 +272,8 @@ pub struct RunMetrics {
     raw_label: String,
     /// `loop_label`'s number in a model folded alone (`Local`).
     label_number: u32,
-    /// Tokens and cost (`TALLIED`), summed in place while the run is folded alone: added to
-    /// the model's series when it ends, changes label, and when it is merged.
-    tally: [i64; 5],
-    /// Finished phases, counted in place while the run is folded alone (as `tally`).
-    phases: PhaseCounts,
+    /// Where its finished phases are counted (a model folded alone).
+    phase_slots: PhaseCache,
     /// `None` once the run has ended; a fresh one if it starts again.
     live: Option<Box<Live>>,
     /// In place of `live`, for a run folded the lean way (`MetricState::lean`).
@@ -325,26 +337,11 @@ impl RunMetrics {
         Some((&*a.name, a.started?))
     }
 
-    /// Adds the tally to the series of a model folded alone.
-    fn flush_tally(&mut self, local: &mut Local) {
-        if self.tally == [0; 5] && self.phases.is_empty() {
-            return;
-        }
-        let (n, series) = (self.label_number, &mut local.series);
-        for (key, t) in TALLIED.iter().zip(std::mem::take(&mut self.tally)) {
-            if t != 0 {
-                bump_delta(series, (n, key.clone()), Delta::Count(t), key.metric);
-            }
-        }
-        for (key, val) in self.phases.take() {
-            bump_owned(series, (n, key), val);
-        }
-    }
-
     /// Drops what only a running run needs.
     fn end(&mut self) {
         self.live = None;
         self.lean = None;
+        self.phase_slots.clear();
         let s = &mut self.state;
         // run.json's parts: the metrics and `/api/runs` read none of them, and a restart's
         // `run_started` sets them again. The score history's last point is all the fold reads.
@@ -360,7 +357,7 @@ struct SourceState {
     name: String,
     /// The log's runs by id: hashed (a merged log holds tens of thousands, their ids alike
     /// for most of their length). Boxed: most logs have one run.
-    runs: hashbrown::HashMap<String, Box<RunMetrics>, BuildHasherDefault<IdHasher>>,
+    runs: hashbrown::HashMap<RunKey, Box<RunMetrics>, BuildHasherDefault<IdHasher>>,
     contribution: Contribution,
     /// Events read, while the log is folded alone (`MetricState::alone`); its contribution
     /// takes them in when it is merged.
@@ -368,29 +365,6 @@ struct SourceState {
     /// Torn tails counted as findings that their writer has since completed: no longer
     /// findings of the log as it is (`/api/runs`), though still counted (a counter).
     completed_tails: u64,
-}
-
-/// Hashes a run id by its length and its first and last eight bytes: one event in every log
-/// looks its run up, and ids share most of their bytes (`<alias>-<stamp>-<number>`), telling
-/// apart at their ends.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, b: &[u8]) {
-        let word = |w: Option<&[u8; 8]>| w.map_or(0, |w| u64::from_le_bytes(*w));
-        let (first, last) = match b.len() {
-            8.. => (word(b.first_chunk()), word(b.last_chunk())),
-            n => (b.iter().fold(0, |h, c| h << 8 | u64::from(*c)), n as u64),
-        };
-        for w in [first, last, b.len() as u64] {
-            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 /// Everything the metrics are made of.
@@ -414,6 +388,8 @@ pub struct MetricState {
     lean: bool,
     /// The lean way could not fold this log exactly: it is to be folded again the full way.
     needs_full: bool,
+    /// The names the lean runs' steps and phases have (`lean::Names`).
+    names: lean::Names,
     /// Runs folded the lean way and taken in (tests check the lean path ran).
     lean_runs: u64,
     /// Logs whose lean fold could not be exact, folded again the full way (`textfile::absorb`).
@@ -451,8 +427,8 @@ impl MetricState {
             self.totals.add(&key.series(""), val, -1);
         }
         // A run's one gauge series: `loopctl_runs` of its status, under its label.
-        for (id, r) in src.runs {
-            self.running.remove(&(source, id));
+        for r in src.runs.into_values() {
+            self.running.remove(&(source, r.state.run_id.clone()));
             let key = runs_key(r.state.status);
             self.totals
                 .apply(&key.series(&r.loop_label), Delta::Count(-1));
@@ -545,7 +521,7 @@ impl MetricState {
                 Delta::Count(1),
             );
         }
-        let (run, was_running, fresh) = match runs.entry_ref(run_id) {
+        let (run, was_running, fresh) = match runs.entry_ref(&IdRef(run_id)) {
             EntryRef::Occupied(e) => {
                 let r = e.into_mut();
                 let was = r.state.status == Status::Running;
@@ -615,8 +591,7 @@ impl MetricState {
             loop_label,
             raw_label: raw,
             state,
-            tally: [0; 5],
-            phases: PhaseCounts::default(),
+            phase_slots: PhaseCache::default(),
             live: None,
             lean: None,
             findings: 0,
@@ -640,6 +615,12 @@ impl MetricState {
     /// Folds this model's new runs the lean way, or not (a log folded alone at start-up).
     pub fn fold_lean(&mut self, on: bool) {
         self.lean = on;
+    }
+
+    /// Holds each step and phase name of its lean runs once (`lean::Names`): a shard of a
+    /// large log.
+    pub fn share_names(&mut self) {
+        self.names.shared = true;
     }
 
     /// How many runs of the logs taken in were folded the lean way.
@@ -720,13 +701,13 @@ impl MetricState {
             // Not this path's: the log is folded again the full way (`needs_full`).
             self.needs_full = true;
             lean = None;
+            run.phase_slots.clear();
         }
         // Admitted again only when what the label is made of changed (admission is monotonic):
         // the alias, set by `run_started` alone (not compared at every event: its text is out
         // of cache by then, in a merged log).
-        let raw = loop_label_ref(&run.state, source);
-        if ev.kind == Kind::RunStarted && raw != run.raw_label {
-            run.raw_label = raw.to_string();
+        if ev.kind == Kind::RunStarted && loop_label_ref(&run.state, source) != run.raw_label {
+            run.raw_label = loop_label_ref(&run.state, source).to_string();
             let label = self.admit_loop(run.raw_label.clone());
             if label != run.loop_label {
                 if let Some(l) = live.as_deref_mut() {
@@ -737,7 +718,6 @@ impl MetricState {
                 }
                 // What it counted stays under the old label (a counter never goes down); from
                 // here on it counts under the new one, and its gauge moves there.
-                run.flush_tally(&mut self.local);
                 self.add(run, runs_key(before), Delta::Count(-1));
                 run.label_number = self.label_number(&label);
                 run.loop_label = label;
@@ -760,9 +740,7 @@ impl MetricState {
             cost.map_or(0, |c| (c * 1e9).round() as i64),
         ];
         if self.alone {
-            for (t, n) in run.tally.iter_mut().zip(amounts) {
-                *t = t.saturating_add(n);
-            }
+            self.local.counts.tally(run.label_number, amounts);
         } else {
             for (key, n) in TALLIED.iter().zip(amounts).filter(|(_, n)| *n != 0) {
                 self.add(run, key.clone(), Delta::Count(n));
@@ -791,9 +769,6 @@ impl MetricState {
         run.lean = lean;
         if after != Status::Running {
             run.end();
-            if after != before {
-                run.flush_tally(&mut self.local);
-            }
         }
     }
 
@@ -803,9 +778,9 @@ impl MetricState {
         sources
             .filter_map(|(i, s)| Some((i, s.as_ref()?)))
             .flat_map(|(i, s)| {
-                let mut runs: Vec<_> = s.runs.iter().collect();
-                runs.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                runs.into_iter().map(move |(_, r)| (i, &**r))
+                let mut runs: Vec<_> = s.runs.values().collect();
+                runs.sort_unstable_by(|a, b| a.state.run_id.cmp(&b.state.run_id));
+                runs.into_iter().map(move |r| (i, &**r))
             })
     }
 
@@ -831,7 +806,7 @@ impl MetricState {
     pub fn running_runs(&self) -> impl Iterator<Item = (SourceId, &RunMetrics)> {
         self.running.iter().filter_map(|k| {
             let src = self.sources.get(k.0)?.as_ref()?;
-            src.runs.get(&k.1).map(|r| (k.0, &**r))
+            src.runs.get(&IdRef(&k.1)).map(|r| (k.0, &**r))
         })
     }
 

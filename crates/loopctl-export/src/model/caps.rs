@@ -6,6 +6,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use loopctl_core::fold::text::same_text;
 use loopctl_core::fold::trace::Name;
 
+use super::key::{NameKey, NameRef};
 use super::{Label, MetricState, OTHER};
 
 /// Folded names reported (each once) before the model stops naming them.
@@ -26,7 +27,13 @@ pub(super) struct Caps {
     /// maps for each of 10,000 logs, were a fiftieth of the fold. `absorb` reads the list; a
     /// shard's goes into `phases` before it is joined (`MetricState::settle_caps`).
     kept_alone: Vec<(u32, Name)>,
+    /// `kept_alone` hashed, once it is long (a merged log's loops times their phases, looked
+    /// up for each phase of each run).
+    kept_index: hashbrown::HashSet<NameKey, rustc_hash::FxBuildHasher>,
 }
+
+/// `kept_alone` is looked up by hash past this length.
+const KEPT_SCAN: usize = 16;
 
 impl Caps {
     fn fold(&mut self, what: String, why: String) {
@@ -62,12 +69,22 @@ impl MetricState {
     /// (`max_phases`).
     pub(super) fn admit_phase(&mut self, lp: &str, label_number: u32, phase: &Name) -> Label {
         if self.alone {
-            let kept = &mut self.caps.kept_alone;
-            if !kept
-                .iter()
-                .any(|(n, p)| *n == label_number && same_text(p, phase))
-            {
-                kept.push((label_number, phase.clone()));
+            let caps = &mut self.caps;
+            let known = if caps.kept_alone.len() < KEPT_SCAN {
+                let mut kept = caps.kept_alone.iter();
+                kept.any(|(n, p)| *n == label_number && same_text(p, phase))
+            } else {
+                if caps.kept_index.is_empty() {
+                    let kept = caps.kept_alone.iter().cloned();
+                    caps.kept_index.extend(kept.map(|(n, p)| NameKey(n, p)));
+                }
+                caps.kept_index.contains(&NameRef(label_number, phase))
+            };
+            if !known {
+                caps.kept_alone.push((label_number, phase.clone()));
+                if !caps.kept_index.is_empty() {
+                    caps.kept_index.insert(NameKey(label_number, phase.clone()));
+                }
             }
             return Label::Name(phase.clone());
         }
@@ -94,6 +111,7 @@ impl MetricState {
     /// A model folded alone: the phases it kept into its caps, under their loop labels' text
     /// (a shard's, before it is joined to another shard with other label numbers).
     pub(super) fn settle_caps(&mut self) {
+        self.caps.kept_index.clear();
         for (n, phase) in std::mem::take(&mut self.caps.kept_alone) {
             self.caps.keep_phase(self.local.label(n), &phase);
         }
@@ -179,6 +197,7 @@ impl Caps {
 
     /// The short list of a model folded alone (`kept_alone`), emptied.
     pub(super) fn take_kept_alone(&mut self) -> Vec<(u32, Name)> {
+        self.kept_index.clear();
         std::mem::take(&mut self.kept_alone)
     }
 

@@ -1,14 +1,18 @@
 //! Counting in place what every event of a log folded alone adds: one hash-map series per
 //! event would be a tenth of the fold.
 
-use std::sync::Arc;
+use std::hash::{Hash, Hasher};
 
+use hashbrown::{Equivalent, HashMap};
+use rustc_hash::FxBuildHasher;
+
+use loopctl_core::fold::text::same_text;
 use loopctl_core::fold::trace::Name;
 use loopctl_core::{Dialect, Event};
 
-use super::key::{Key, Label};
+use super::key::{Key, Label, hash_text};
 use super::labels::event_label;
-use super::{Delta, Metric, Val};
+use super::{Delta, Metric, TALLIED, Val};
 
 /// Events by dialect and type, counted in place: one hash-map series per event would be a
 /// tenth of the fold.
@@ -57,13 +61,82 @@ impl EventCounts {
     }
 }
 
-/// A run's finished phases by phase, stop reason and kind, counted in place while it is folded
-/// alone (a derived step is one per few events): a few entries, found by pointer.
+/// What the runs of a model folded alone add under each loop label number, counted in place
+/// (no series hashed per event or per run): tokens and cost, evaluations and their scores, by
+/// label number; finished phases by label number, phase, stop reason and kind. Made into
+/// series once, on the shard's own thread (`MetricState::settle`). A run counts under the
+/// label it has at each event: what it counted before a label change stays under the old one.
 #[derive(Debug, Clone, Default)]
-pub(super) struct PhaseCounts(Vec<PhaseCount>);
+pub(super) struct LabelCounts {
+    by_label: Vec<Counts>,
+    /// Finished phases, each place once, and where each place is in `phases`.
+    phases: Vec<PhaseCount>,
+    slots: HashMap<PhaseSlot, u32, FxBuildHasher>,
+}
+
+/// A run's phase places in `LabelCounts::phases`, found by the addresses of its names (its
+/// trace's, stable while it runs) without hashing: a run has a few. Emptied when the run's
+/// trace is dropped (`RunMetrics::end`), as an address may then be another name's.
+#[derive(Debug, Clone, Default)]
+pub(super) struct PhaseCache(Vec<(usize, usize, usize, u32, u32)>);
+
+impl PhaseCache {
+    pub(super) fn clear(&mut self) {
+        self.0 = Vec::new();
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Counts {
+    /// `TALLIED`'s series.
+    tally: [i64; 5],
+    /// `loopctl_evaluations_total` by `EVALUATION_RESULTS`.
+    evaluations: [i64; 3],
+    /// `loopctl_evaluation_score`, once a score is seen.
+    scores: Option<Val>,
+}
+
+/// `loopctl_evaluations_total`'s `result` values, in `Counts::evaluations` order.
+pub(super) const EVALUATION_RESULTS: [&str; 3] = ["pass", "fail", "unknown"];
+
+/// A finished phase's place: label number, phase (by its text), stop reason and kind (closed
+/// sets, by address: one text at two addresses is two places, summed by text in `take`).
+#[derive(Debug, Clone)]
+struct PhaseSlot(u32, Name, usize, usize);
+
+/// `PhaseSlot` looked up without cloning its name.
+struct SlotRef<'a>(u32, &'a str, usize, usize);
+
+impl Hash for SlotRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(u64::from(self.0) ^ (self.2 as u64).rotate_left(20) ^ self.3 as u64);
+        hash_text(self.1, state);
+    }
+}
+
+impl Hash for PhaseSlot {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        SlotRef(self.0, &self.1, self.2, self.3).hash(state);
+    }
+}
+
+impl PartialEq for PhaseSlot {
+    fn eq(&self, o: &PhaseSlot) -> bool {
+        SlotRef(o.0, &o.1, o.2, o.3).equivalent(self)
+    }
+}
+
+impl Eq for PhaseSlot {}
+
+impl Equivalent<PhaseSlot> for SlotRef<'_> {
+    fn equivalent(&self, k: &PhaseSlot) -> bool {
+        self.0 == k.0 && self.2 == k.2 && self.3 == k.3 && same_text(self.1, &k.1)
+    }
+}
 
 #[derive(Debug, Clone)]
 struct PhaseCount {
+    label: u32,
     phase: Name,
     reason: &'static str,
     kind: &'static str,
@@ -72,34 +145,74 @@ struct PhaseCount {
     durations: Val,
 }
 
-impl PhaseCounts {
+impl LabelCounts {
+    /// Room for `phases` finished-phase places (not grown a few times over for each log).
+    pub(super) fn reserve(&mut self, phases: usize) {
+        self.phases.reserve(phases);
+        self.slots.reserve(phases);
+    }
+
+    fn counts(&mut self, label: u32) -> &mut Counts {
+        let i = label as usize;
+        if i >= self.by_label.len() {
+            self.by_label.resize_with(i + 1, Counts::default);
+        }
+        &mut self.by_label[i]
+    }
+
+    /// Tokens and cost (`TALLIED` order) of one event.
+    pub(super) fn tally(&mut self, label: u32, amounts: [i64; 5]) {
+        // Not compared to zeros first: an array compare is a call to `memcmp`.
+        for (t, n) in self.counts(label).tally.iter_mut().zip(amounts) {
+            *t = t.saturating_add(n);
+        }
+    }
+
+    /// One evaluation: its result (an index into `EVALUATION_RESULTS`) and its score in
+    /// micro-units, when finite.
+    pub(super) fn evaluation(&mut self, label: u32, result: usize, micro: Option<i64>) {
+        let c = self.counts(label);
+        c.evaluations[result] += 1;
+        if let Some(x) = micro {
+            let d = Delta::Observe(x, 1);
+            let scores = c
+                .scores
+                .get_or_insert_with(|| d.zero(Metric::EvaluationScore));
+            d.apply(scores, Metric::EvaluationScore);
+        }
+    }
+
     /// `sign` (1 or -1) times one finished phase, with its duration when known.
-    pub(super) fn observe(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn phase(
         &mut self,
+        cache: &mut PhaseCache,
+        label: u32,
         phase: &Name,
         reason: &'static str,
         kind: &'static str,
         ms: Option<i64>,
         sign: i64,
     ) {
-        let same = |c: &&mut PhaseCount| {
-            Arc::ptr_eq(&c.phase, phase)
-                && std::ptr::eq(c.reason, reason)
-                && std::ptr::eq(c.kind, kind)
-        };
-        let c = match self.0.iter_mut().find(same) {
-            Some(c) => c,
+        let (p, r, k) = (
+            phase.as_ptr() as usize,
+            reason.as_ptr() as usize,
+            kind.as_ptr() as usize,
+        );
+        let cached = cache
+            .0
+            .iter()
+            .find(|c| (c.0, c.1, c.2, c.3) == (p, r, k, label));
+        let i = match cached {
+            Some(c) => c.4,
             None => {
-                self.0.push(PhaseCount {
-                    phase: phase.clone(),
-                    reason,
-                    kind,
-                    n: 0,
-                    durations: Delta::Observe(0, 0).zero(Metric::PhaseDuration),
-                });
-                let last = self.0.len() - 1;
-                &mut self.0[last]
+                let i = self.slot(label, phase, reason, kind);
+                cache.0.push((p, r, k, label, i));
+                i
             }
+        };
+        let Some(c) = self.phases.get_mut(i as usize) else {
+            return;
         };
         c.n += sign;
         if let Some(ms) = ms {
@@ -107,24 +220,65 @@ impl PhaseCounts {
         }
     }
 
-    pub(super) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+    /// The place of a finished phase in `phases`, made if new.
+    fn slot(&mut self, label: u32, phase: &Name, reason: &'static str, kind: &'static str) -> u32 {
+        let (r, k) = (reason.as_ptr() as usize, kind.as_ptr() as usize);
+        if let Some(i) = self.slots.get(&SlotRef(label, phase, r, k)) {
+            return *i;
+        }
+        let i = self.phases.len() as u32;
+        self.slots.insert(PhaseSlot(label, phase.clone(), r, k), i);
+        self.phases.push(PhaseCount {
+            label,
+            phase: phase.clone(),
+            reason,
+            kind,
+            n: 0,
+            durations: Delta::Observe(0, 0).zero(Metric::PhaseDuration),
+        });
+        i
     }
 
-    /// The series and values counted, emptied.
-    pub(super) fn take(&mut self) -> impl Iterator<Item = (Key, Val)> {
-        std::mem::take(&mut self.0).into_iter().flat_map(|c| {
+    /// The series counted, by label number, emptied.
+    pub(super) fn take(&mut self) -> impl Iterator<Item = ((u32, Key), Val)> {
+        let by_label = std::mem::take(&mut self.by_label);
+        let phases = std::mem::take(&mut self.phases);
+        self.slots.clear();
+        let labelled = by_label.into_iter().enumerate().flat_map(|(n, c)| {
+            let n = n as u32;
+            let tally = TALLIED
+                .into_iter()
+                .zip(c.tally)
+                .map(move |(k, t)| ((n, k), Val::Count(t)));
+            let evaluations = EVALUATION_RESULTS
+                .iter()
+                .zip(c.evaluations)
+                .map(move |(r, e)| {
+                    let key = Key::one(Metric::Evaluations, Label::Static(r));
+                    ((n, key), Val::Count(e))
+                });
+            let scores = c
+                .scores
+                .map(|v| ((n, Key::new(Metric::EvaluationScore)), v));
+            tally.chain(evaluations).chain(scores)
+        });
+        let phases = phases.into_iter().flat_map(|c| {
+            let (n, phase) = (c.label, c.phase);
             let phases = Key::two(
                 Metric::Phases,
-                Label::Name(c.phase.clone()),
+                Label::Name(phase.clone()),
                 Label::Static(c.reason),
             );
             let durations = Key::two(
                 Metric::PhaseDuration,
-                Label::Name(c.phase),
+                Label::Name(phase),
                 Label::Static(c.kind),
             );
-            [(phases, Val::Count(c.n)), (durations, c.durations)]
-        })
+            [
+                ((n, phases), Val::Count(c.n)),
+                ((n, durations), c.durations),
+            ]
+        });
+        labelled.chain(phases)
     }
 }

@@ -41,7 +41,14 @@ impl Hash for Label {
     /// The length and the first and last 8 bytes (equal texts hash alike): label values are
     /// short, and one multiply-add per word beats hashing every byte.
     fn hash<H: Hasher>(&self, state: &mut H) {
-        let b = self.as_str().as_bytes();
+        hash_text(self.as_str(), state);
+    }
+}
+
+/// `Label`'s hash of a text however held (a key looked up by a borrowed text hashes alike).
+pub(super) fn hash_text<H: Hasher>(text: &str, state: &mut H) {
+    {
+        let b = text.as_bytes();
         let n = b.len();
         // Fixed-size loads (overlapping when short), no copy of a variable length.
         let (first, last) = match n {
@@ -65,6 +72,40 @@ fn load8(b: &[u8]) -> u64 {
 fn load4(b: &[u8]) -> u32 {
     b.first_chunk::<4>().map_or(0, |w| u32::from_le_bytes(*w))
 }
+
+/// A name under a loop label number, hashed and compared by its text (`NameRef` finds it
+/// without a clone).
+#[derive(Debug, Clone)]
+pub(super) struct NameKey(pub(super) u32, pub(super) Name);
+
+pub(super) struct NameRef<'a>(pub(super) u32, pub(super) &'a str);
+
+impl Hash for NameRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u32(self.0);
+        hash_text(self.1, state);
+    }
+}
+
+impl Hash for NameKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        NameRef(self.0, &self.1).hash(state);
+    }
+}
+
+impl hashbrown::Equivalent<NameKey> for NameRef<'_> {
+    fn equivalent(&self, k: &NameKey) -> bool {
+        self.0 == k.0 && loopctl_core::fold::text::same_text(self.1, &k.1)
+    }
+}
+
+impl PartialEq for NameKey {
+    fn eq(&self, o: &NameKey) -> bool {
+        hashbrown::Equivalent::equivalent(&NameRef(o.0, &o.1), self)
+    }
+}
+
+impl Eq for NameKey {}
 
 const NONE: Label = Label::Static("");
 

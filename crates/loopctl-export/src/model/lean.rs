@@ -23,6 +23,29 @@ use loopctl_core::{Dialect, Event, Kind, Ts};
 
 use super::{MetricState, RunMetrics};
 
+/// The step and phase names of a model's lean runs, each held once when `shared` (a shard of
+/// a large log, whose thousands of runs name the same few steps); else one per run (a run
+/// folder's log has one run: a map would cost more than it saves).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Names {
+    pub(super) shared: bool,
+    held: hashbrown::HashMap<Name, (), rustc_hash::FxBuildHasher>,
+}
+
+impl Names {
+    fn get(&mut self, name: &str) -> Name {
+        if !self.shared {
+            return Arc::from(name);
+        }
+        if let Some((n, _)) = self.held.get_key_value(name) {
+            return n.clone();
+        }
+        let n: Name = Arc::from(name);
+        self.held.insert(n.clone(), ());
+        n
+    }
+}
+
 /// A running run folded the lean way.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Lean {
@@ -121,11 +144,13 @@ impl Lean {
         self.stop.flatten()
     }
 
-    fn intern(&mut self, name: &str) -> u32 {
+    /// `name`'s number in this run; a name new to the run is `shared`'s (one allocation per
+    /// name per log, not per run, and the names the runs compare stay in cache).
+    fn intern(&mut self, name: &str, shared: &mut Names) -> u32 {
         if let Some(i) = self.names.iter().rposition(|n| same_text(n, name)) {
             return i as u32;
         }
-        self.names.push(Arc::from(name));
+        self.names.push(shared.get(name));
         (self.names.len() - 1) as u32
     }
 
@@ -146,7 +171,7 @@ impl Lean {
 
     /// Folds one event as `Trace::apply` does; the step that ended (a new one began) is handed
     /// to `over` to be observed. `ev.kind` must be one `folds` takes.
-    fn apply(&mut self, ev: &Event<'_>, over: &mut impl FnMut(&Step)) {
+    fn apply(&mut self, ev: &Event<'_>, shared: &mut Names, over: &mut impl FnMut(&Step)) {
         if let (Some(seq), Some(last)) = (ev.seq, self.last_seq)
             && seq == last
         {
@@ -159,13 +184,13 @@ impl Lean {
             self.iteration = self.iteration.max(it);
         }
         if self.name(self.phase).is_empty() {
-            self.phase = self.intern("A");
+            self.phase = self.intern("A", shared);
         }
         if let Some(p) = ev.phase.as_deref()
             && ev.kind != Kind::PhaseSwitched
             && !same_text(self.name(self.phase), p)
         {
-            self.phase = self.intern(p);
+            self.phase = self.intern(p, shared);
         }
         let f = &ev.facts;
         let mut error = None;
@@ -199,7 +224,7 @@ impl Lean {
             }
             Kind::PhaseSwitched => {
                 if let Some(t) = s(&ev.payload_value(), "to_phase") {
-                    self.phase = self.intern(&t);
+                    self.phase = self.intern(&t, shared);
                 }
             }
             Kind::PhaseError => {
@@ -233,7 +258,7 @@ impl Lean {
             _ => {}
         }
         if let Some(name) = ev.step.as_deref() {
-            self.step(ev, name, error, over);
+            self.step(ev, name, error, shared, over);
         }
         if ev.ts.is_some() {
             self.prev_ts = ev.ts;
@@ -246,6 +271,7 @@ impl Lean {
         ev: &Event<'_>,
         name: &str,
         error: Option<String>,
+        shared: &mut Names,
         over: &mut impl FnMut(&Step),
     ) {
         let iteration = Some(ev.iteration.unwrap_or(self.iteration));
@@ -276,7 +302,7 @@ impl Lean {
                 over(prev);
             }
             let step = Step {
-                name: self.intern(name),
+                name: self.intern(name, shared),
                 iteration,
                 phase: self.phase,
                 duration_ms: delta,
@@ -328,7 +354,7 @@ impl MetricState {
     ) {
         let evaluations = l.seen.evaluations.len();
         let mut ended = None;
-        l.apply(ev, &mut |st| ended = Some(st.obs()));
+        l.apply(ev, &mut self.names, &mut |st| ended = Some(st.obs()));
         if let Some((name, kind, ms, stop)) = ended {
             let name = name_of(&l.names, name);
             self.phase_obs(run, &mut l.admitted, &(name, kind, ms, stop), 1);

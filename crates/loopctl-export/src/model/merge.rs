@@ -22,6 +22,7 @@ impl MetricState {
         // Room for a run folder's series (some thirty per loop): not grown (rehashed) a few
         // times over for each of 10,000 logs.
         m.local.series.reserve(LOCAL_SERIES);
+        m.local.counts.reserve(LOCAL_SERIES / 2);
         m.add_source(name);
         m
     }
@@ -51,16 +52,12 @@ impl MetricState {
     }
 
     /// A shard of a log folded alone, all its lines read (on its own thread, beside the other
-    /// shards): what its runs tallied in place is summed into its series, so that absorbing it
-    /// adds each series once, not once per run (a merged log's tens of thousands, on one
-    /// thread).
+    /// shards): what its runs counted in place (`LabelCounts`) is made into its series, so that
+    /// absorbing it adds each series once, on one thread after the shards' fold.
     pub fn settle(&mut self) {
-        if !self.alone {
-            return;
-        }
         let local = &mut self.local;
-        for src in self.sources.iter_mut().flatten() {
-            src.runs.values_mut().for_each(|r| r.flush_tally(local));
+        for (key, val) in local.counts.take().filter(|(_, v)| !v.is_zero()) {
+            bump_owned(&mut local.series, key, val);
         }
     }
 

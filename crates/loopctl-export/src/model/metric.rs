@@ -42,6 +42,25 @@ const SCORE_BUCKETS: &[f64] = &[
     0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0,
 ];
 
+/// `bounds` times `scale`, as integers: the bucket bounds in stored units, where each is a whole
+/// number of them (checked when built: a bound that is not is `i64::MIN`, never used).
+const fn in_units<const N: usize>(bounds: &[f64], scale: f64) -> [i64; N] {
+    let mut out = [i64::MIN; N];
+    let mut i = 0;
+    while i < N {
+        let x = bounds[i] * scale;
+        if x == (x as i64) as f64 {
+            out[i] = x as i64;
+        }
+        i += 1;
+    }
+    out
+}
+
+const PHASE_UNITS: [i64; 12] = in_units(PHASE_BUCKETS, 1e3);
+const RUN_UNITS: [i64; 12] = in_units(RUN_BUCKETS, 1e3);
+const ITERATION_UNITS: [i64; 14] = in_units(ITERATION_BUCKETS, 1.0);
+
 impl Metric {
     pub const ALL: [Metric; 15] = [
         Metric::Runs,
@@ -149,6 +168,18 @@ impl Metric {
             Metric::PhaseDuration => PHASE_BUCKETS,
             Metric::EvaluationScore => SCORE_BUCKETS,
             _ => &[],
+        }
+    }
+
+    /// The bucket bounds in stored units, for the histograms whose bounds are whole numbers of
+    /// them: an observation (a whole number of units) is then placed without dividing, in the
+    /// bucket `buckets` and `scale` place it in (`model::tests`).
+    pub(super) fn bounds_in_units(self) -> Option<&'static [i64]> {
+        match self {
+            Metric::RunDuration => Some(&RUN_UNITS),
+            Metric::RunIterations => Some(&ITERATION_UNITS),
+            Metric::PhaseDuration => Some(&PHASE_UNITS),
+            _ => None,
         }
     }
 

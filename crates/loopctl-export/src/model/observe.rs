@@ -10,6 +10,7 @@ use loopctl_core::analysis::stagnation::{Detector, watch::Watch};
 use loopctl_core::fold::trace::{Attempt, Evaluation, Name, Trace};
 use loopctl_core::{Event, Kind};
 
+use super::counts::EVALUATION_RESULTS;
 use super::labels::{exit_reason_label, kind_label, stop_reason_label};
 use super::{Delta, Key, Label, Live, Metric, MetricState, RunMetrics};
 
@@ -40,17 +41,27 @@ impl MetricState {
     /// An evaluation's series: its result, and its score when it has a finite one.
     pub(super) fn evaluation_obs(&mut self, run: &mut RunMetrics, e: &Evaluation) {
         let result = match e.passed {
-            Some(true) => "pass",
-            Some(false) => "fail",
-            None => "unknown",
+            Some(true) => 0,
+            Some(false) => 1,
+            None => 2,
         };
+        let micro = e
+            .score
+            .filter(|s| s.is_finite())
+            .map(|s| (s * 1e6).round() as i64);
+        if self.alone {
+            self.local
+                .counts
+                .evaluation(run.label_number, result, micro);
+            return;
+        }
+        let result = EVALUATION_RESULTS[result];
         self.add(
             run,
             Key::one(Metric::Evaluations, Label::Static(result)),
             Delta::Count(1),
         );
-        if let Some(s) = e.score.filter(|s| s.is_finite()) {
-            let micro = (s * 1e6).round() as i64;
+        if let Some(micro) = micro {
             self.add(
                 run,
                 Key::new(Metric::EvaluationScore),
@@ -174,7 +185,10 @@ impl MetricState {
         let known = admitted.iter().any(|p| Arc::ptr_eq(p, o.0));
         if self.alone && known {
             // A step at a time, most of them: counted in place, the name not even cloned.
-            run.phases.observe(o.0, o.3, o.1, o.2, sign);
+            let n = run.label_number;
+            self.local
+                .counts
+                .phase(&mut run.phase_slots, n, o.0, o.3, o.1, o.2, sign);
             return;
         }
         let phase = if known {
@@ -189,7 +203,10 @@ impl MetricState {
         if self.alone
             && let Label::Name(name) = &phase
         {
-            run.phases.observe(name, o.3, o.1, o.2, sign);
+            let n = run.label_number;
+            self.local
+                .counts
+                .phase(&mut run.phase_slots, n, name, o.3, o.1, o.2, sign);
             return;
         }
         self.add(

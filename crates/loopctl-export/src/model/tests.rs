@@ -378,3 +378,66 @@ fn a_loop_whose_logs_are_deleted_keeps_its_zero_series() {
             .any(|l| l.ends_with(" 1"))
     );
 }
+
+#[test]
+fn observations_are_placed_in_whole_units_as_in_exported_units() {
+    for m in Metric::ALL {
+        let Some(units) = m.bounds_in_units() else {
+            continue;
+        };
+        assert_eq!(units.len(), m.buckets().len(), "{m:?}");
+        let mut xs = vec![i64::MIN, -1, 0, 1, i64::MAX, 1 << 53, (1 << 53) + 1];
+        for b in units {
+            xs.extend([b - 1, *b, b + 1]);
+        }
+        for x in xs {
+            let exported = x as f64 / m.scale();
+            let by_division = m
+                .buckets()
+                .iter()
+                .position(|b| exported <= *b)
+                .unwrap_or(m.buckets().len());
+            assert_eq!(bucket_of(m, x), by_division, "{m:?} {x}");
+        }
+    }
+}
+
+/// aif-loop runs of `loops` loops, two each, every run through `phases` steps and a stop.
+fn many_loops(loops: usize, phases: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in 0..loops {
+        for r in 0..2 {
+            let run = format!("loop{l}-20260101-00000{r}");
+            for p in 0..=phases {
+                let (event, step) = match p {
+                    p if p == phases => ("stopped", "STOP".to_string()),
+                    p => ("artifact_created", format!("STEP{p}")),
+                };
+                out.push(format!(
+                    r#"{{"ts":"2026-01-01T00:00:{p:02}.000Z","run_id":"{run}","seq":{p},"iteration":1,"phase":"A","step":"{step}","event":"{event}","status":"ok","payload":{{}}}}"#
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_long_list_of_kept_phases_is_looked_up_by_hash_as_by_scan() {
+    // 6 loops of 5 steps and a stop: 36 phases kept, past the length scanned.
+    let lines = many_loops(6, 5);
+    let mut alone = MetricState::alone(&Options::default(), "merged");
+    fold(&mut alone, 0, &lines);
+    // Each loop's second run finds its phases kept: none kept twice.
+    assert_eq!(alone.caps.take_kept_alone().len(), 36);
+
+    let mut alone = MetricState::alone(&Options::default(), "merged");
+    fold(&mut alone, 0, &lines);
+    let mut m = MetricState::new(Options::default());
+    let s = m.add_source("merged");
+    fold(&mut m, s, &lines);
+    let mut merged = MetricState::new(Options::default());
+    let s2 = merged.add_source("merged");
+    assert!(merged.absorb(s2, alone).is_ok());
+    assert_eq!(series(&merged), series(&m));
+}
