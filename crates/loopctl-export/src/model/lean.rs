@@ -63,6 +63,9 @@ pub(super) struct Lean {
     /// Step and phase names, each once: steps refer to them by number (no reference count to
     /// change as a step is made, observed and dropped, several times per event).
     names: Vec<Name>,
+    /// The number `intern` gave last: steps come round in the order they were first named,
+    /// so the next name is most often the one after it.
+    last_name: u32,
     /// The last step.
     cur: Option<Step>,
     /// The last step is open (the next event of its step extends it).
@@ -80,6 +83,9 @@ pub(super) struct Lean {
     /// As `Live::admitted`.
     pub(super) admitted: Vec<Name>,
 }
+
+/// Names a lean run has room for from its start.
+const NAMES: usize = 12;
 
 /// A derived step, as `Trace` keeps it (`Attempt`), without what derived steps never have;
 /// its name and phase by number (`Lean::names`).
@@ -136,7 +142,12 @@ pub(super) fn folds(kind: Kind) -> bool {
 
 impl Lean {
     pub(super) fn new() -> Box<Lean> {
-        Box::default()
+        // Room for an aif-loop run's names (a phase and some ten steps) from the start: not
+        // grown four times over for each run.
+        Box::new(Lean {
+            names: Vec::with_capacity(NAMES),
+            ..Lean::default()
+        })
     }
 
     /// The iterations the run's stop stated, if it stopped and stated them.
@@ -147,11 +158,21 @@ impl Lean {
     /// `name`'s number in this run; a name new to the run is `shared`'s (one allocation per
     /// name per log, not per run, and the names the runs compare stay in cache).
     fn intern(&mut self, name: &str, shared: &mut Names) -> u32 {
-        if let Some(i) = self.names.iter().rposition(|n| same_text(n, name)) {
-            return i as u32;
-        }
-        self.names.push(shared.get(name));
-        (self.names.len() - 1) as u32
+        let next = self.last_name.wrapping_add(1);
+        let found = match self.names.get(next as usize) {
+            Some(n) if same_text(n, name) => Some(next),
+            _ => self
+                .names
+                .iter()
+                .rposition(|n| same_text(n, name))
+                .map(|i| i as u32),
+        };
+        let i = found.unwrap_or_else(|| {
+            self.names.push(shared.get(name));
+            (self.names.len() - 1) as u32
+        });
+        self.last_name = i;
+        i
     }
 
     fn name(&self, i: u32) -> &Name {
