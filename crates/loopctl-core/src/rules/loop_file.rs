@@ -252,6 +252,23 @@ pub fn agent_argv(v: &Value) -> Result<Vec<String>, String> {
     Ok(argv)
 }
 
+/// A loop file's JSON error, its place said once: where it is, then what (serde_json's text
+/// ends with the place already).
+fn json_error(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let place = format!(" at line {} column {}", e.line(), e.column());
+    let what = text.strip_suffix(&place).unwrap_or(&text);
+    if e.classify() == serde_json::error::Category::Eof {
+        format!("not valid JSON: the file ends early ({what})")
+    } else {
+        format!(
+            "not valid JSON at line {}, column {}: {what}",
+            e.line(),
+            e.column()
+        )
+    }
+}
+
 /// Parses and validates a loop file per Avenor's rules (its "Config validation").
 /// `initial` is the `--prompt` text, added as the `(initial)` pre phase after validation.
 pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Rejected> {
@@ -259,16 +276,7 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Rejected> {
         at: at.into(),
         message: m.into(),
     };
-    let root: Value = serde_json::from_str(text).map_err(|e| {
-        err(
-            "",
-            &format!(
-                "not valid JSON: {e} (line {}, column {})",
-                e.line(),
-                e.column()
-            ),
-        )
-    })?;
+    let root: Value = serde_json::from_str(text).map_err(|e| err("", &json_error(&e)))?;
     let Value::Object(top) = root else {
         return Err(err("", "a loop file must be a JSON object").into());
     };
@@ -592,6 +600,18 @@ mod tests {
             None,
         );
         assert_eq!(zero.ok().map(|p| p.file.max_iterations), Some(10));
+    }
+
+    #[test]
+    fn a_json_error_names_its_place_once() {
+        assert_eq!(
+            errs("{\"loop\": [{\"name\": \"a\", \"run\": \"true\",}]}"),
+            ["not valid JSON at line 1, column 39: trailing comma"]
+        );
+        assert_eq!(
+            errs("{\"loop\": [\n"),
+            ["not valid JSON: the file ends early (EOF while parsing a list)"]
+        );
     }
 
     #[test]
