@@ -243,6 +243,7 @@ impl Follower {
             s.file = None;
             s.partial = Vec::new();
             s.mark = Vec::new();
+            s.whole_mark = Vec::new();
             s.gone = true;
         }
     }
