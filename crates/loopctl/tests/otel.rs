@@ -806,3 +806,48 @@ fn json_counts_the_runs_sent() {
     assert_eq!((v["logs"].as_u64(), v["runs"].as_u64()), (Some(2), Some(1)));
     assert_eq!(roots(&r.spans()).len(), 1);
 }
+
+/// An `https://` endpoint is spoken to over TLS: the collector's port gets a TLS handshake
+/// record (a ClientHello), not an HTTP request; with no TLS server there, the export fails
+/// naming the endpoint.
+#[test]
+fn an_https_endpoint_is_spoken_to_over_tls() {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let first = std::thread::spawn(move || {
+        // No connection at all within the time (a client without TLS never opens one): None.
+        let start = Instant::now();
+        let mut conn = loop {
+            match listener.accept() {
+                Ok((conn, _)) => break conn,
+                Err(_) if start.elapsed() < Duration::from_secs(20) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(_) => return None,
+            }
+        };
+        conn.set_nonblocking(false).ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        let mut head = [0u8; 3];
+        conn.read_exact(&mut head).map(|_| head).ok()
+    });
+    let url = format!("https://127.0.0.1:{port}");
+    let out = loopctl()
+        .args([
+            "export",
+            "otel",
+            "--endpoint",
+            &url,
+            &fixture("native-clean"),
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("{url}/v1/traces")), "{err}");
+    // A TLS record: type 22 (handshake), version 3.x.
+    assert_eq!(first.join().unwrap().map(|h| [h[0], h[1]]), Some([22, 3]));
+}

@@ -191,9 +191,7 @@ pub fn push_until(
     warn: impl Fn(&str),
 ) {
     let start = SystemTime::now();
-    if let Err(why) = super::send::plain_http(&p.config.url) {
-        return warn(&format!("otlp metrics: {}: {why}", p.config.url));
-    }
+    super::send::tls_provider();
     let client = match reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
@@ -234,35 +232,4 @@ pub fn push_until(
         std::thread::sleep(Duration::from_millis(50).min(p.interval));
     }
     send();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Mutex;
-
-    #[test]
-    fn an_https_collector_is_refused_with_the_reason_and_nothing_sent() {
-        let push = Push {
-            config: Config::resolve_signal(
-                super::super::config::Signal::Metrics,
-                Some("https://127.0.0.1:9/"),
-                |_| None,
-            ),
-            interval: Duration::from_secs(60),
-        };
-        let warned = Mutex::new(Vec::new());
-        let gathered = AtomicBool::new(false);
-        let gather = || {
-            gathered.store(true, std::sync::atomic::Ordering::Relaxed);
-            Vec::new()
-        };
-        push_until(&push, gather, &AtomicBool::new(true), |w| {
-            warned.lock().map(|mut v| v.push(w.to_string())).ok();
-        });
-        let warned = warned.into_inner().unwrap_or_default();
-        assert_eq!(warned.len(), 1, "{warned:?}");
-        assert!(warned[0].contains("https is not supported"), "{warned:?}");
-        assert!(!gathered.load(std::sync::atomic::Ordering::Relaxed));
-    }
 }

@@ -102,18 +102,15 @@ pub struct Sender {
     url: String,
 }
 
-/// Why an `https://` endpoint is refused before any span is sent (the exporter's client has
-/// no TLS: it would only say "network error").
-const PLAIN_HTTP_ONLY: &str = "https is not supported: loopctl sends OTLP over plain HTTP (no \
-    TLS is built in); name a collector's http:// endpoint (a collector beside loopctl can \
-    forward over TLS)";
-
-/// `Err` (the reason) for a URL this build cannot send to: `https://` (`PLAIN_HTTP_ONLY`).
-pub(crate) fn plain_http(url: &str) -> Result<(), String> {
-    match url.get(..8) {
-        Some(s) if s.eq_ignore_ascii_case("https://") => Err(PLAIN_HTTP_ONLY.into()),
-        _ => Ok(()),
-    }
+/// Installs rustls's crypto provider (ring) for the OTLP clients' TLS, once per process: the
+/// client is built without one so that only ring, which the rest of loopctl builds anyway, is
+/// compiled in.
+pub(crate) fn tls_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Err: another provider is installed already, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 impl Sender {
@@ -122,7 +119,7 @@ impl Sender {
             url: cfg.url.clone(),
             reason,
         };
-        plain_http(&cfg.url).map_err(fail)?;
+        tls_provider();
         let headers: HashMap<String, String> = cfg.headers.iter().cloned().collect();
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -200,19 +197,6 @@ fn connect_cause(url: &str) -> Option<String> {
 #[cfg(test)]
 mod connect_tests {
     use super::connect_cause;
-
-    #[test]
-    fn an_https_endpoint_is_refused_with_the_reason() {
-        for url in ["https://collector:4318/v1/traces", "HTTPS://c/v1/traces"] {
-            let cfg = super::super::Config::resolve(Some(url), |_| None);
-            let err = super::Sender::new(&cfg).err().map(|e| e.to_string());
-            let err = err.unwrap_or_default();
-            assert!(err.contains("https is not supported"), "{err}");
-            assert!(err.contains("http://"), "{err}");
-        }
-        let cfg = super::super::Config::resolve(Some("http://127.0.0.1:1"), |_| None);
-        assert!(super::Sender::new(&cfg).is_ok());
-    }
 
     #[test]
     fn an_unreachable_endpoint_is_named_with_its_cause() {

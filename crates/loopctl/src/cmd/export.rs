@@ -46,7 +46,7 @@ struct OtelArgs {
     /// Roots (folders of run folders), run folders, log files or run ids (default: the root).
     paths: Vec<String>,
     /// Collector base URL (http://host:4318); /v1/traces is appended unless the URL ends with it.
-    /// Plain HTTP only: an https:// URL is refused (no TLS is built in; docs/otel.md).
+    /// An https:// URL is spoken to over TLS (the platform's trusted certificates).
     #[arg(long, value_name = "URL")]
     endpoint: Option<String>,
     /// Print what was sent as JSON on stdout ({"endpoint","logs","runs","spans"}).
