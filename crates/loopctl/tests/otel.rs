@@ -851,3 +851,31 @@ fn an_https_endpoint_is_spoken_to_over_tls() {
     // A TLS record: type 22 (handshake), version 3.x.
     assert_eq!(first.join().unwrap().map(|h| [h[0], h[1]]), Some([22, 3]));
 }
+
+/// A failed TLS exchange is named: a plain HTTP server on an https endpoint is "a corrupt
+/// message", not only the exporter's "network error".
+#[test]
+fn a_failed_tls_exchange_says_why() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let out = loopctl()
+        .args([
+            "export",
+            "otel",
+            "--endpoint",
+            &format!("https://127.0.0.1:{port}"),
+            &fixture("native-clean"),
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("corrupt message"), "{err}");
+}

@@ -212,7 +212,7 @@ pub fn push_until(
         let failed = match req.send() {
             Ok(r) if r.status().is_success() => None,
             Ok(r) => Some(format!("HTTP {}", r.status())),
-            Err(e) => Some(e.to_string()),
+            Err(e) => Some(super::send::with_causes(&e)),
         };
         if let Some(why) = failed
             && !std::mem::replace(&mut warned, true)

@@ -157,8 +157,9 @@ impl Sender {
         }
         let batch: Vec<SpanData> = spans.iter().map(|s| span_data(s, &self.scope)).collect();
         futures_executor::block_on(self.exporter.export(batch)).map_err(|e| {
-            // The exporter says "network error" and no more: say why, when it is the connection.
-            let reason = match connect_cause(&self.url) {
+            // The exporter says "network error" and no more: say why, when it is the connection
+            // or its TLS.
+            let reason = match connect_cause(&self.url).or_else(|| tls_cause(&self.url)) {
                 Some(cause) => format!("{e} ({cause})"),
                 None => e.to_string(),
             };
@@ -168,6 +169,36 @@ impl Sender {
             }
         })
     }
+}
+
+/// An error and its causes, outermost first: reqwest's own text leaves out what TLS said.
+pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let c_text = c.to_string();
+        if !text.contains(&c_text) {
+            text = format!("{text}: {c_text}");
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// Why an `https://` endpoint that takes connections cannot be spoken to (its certificate, or
+/// no TLS there), found by a `GET` (which sends no data) when an export to it failed.
+fn tls_cause(url: &str) -> Option<String> {
+    if !url
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+    {
+        return None;
+    }
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .ok()?;
+    client.get(url).send().err().map(|e| with_causes(&e))
 }
 
 /// Why `url`'s host and port cannot be reached over TCP, if they cannot.
@@ -197,6 +228,28 @@ fn connect_cause(url: &str) -> Option<String> {
 #[cfg(test)]
 mod connect_tests {
     use super::connect_cause;
+
+    #[test]
+    fn an_error_is_told_with_its_causes_each_once() {
+        let inner = std::io::Error::other("invalid peer certificate: UnknownIssuer");
+        let outer = std::io::Error::other(inner);
+        let text = super::with_causes(&outer);
+        assert_eq!(text.matches("UnknownIssuer").count(), 1, "{text}");
+        #[derive(Debug)]
+        struct Wrap(std::io::Error);
+        impl std::fmt::Display for Wrap {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("error sending request")
+            }
+        }
+        impl std::error::Error for Wrap {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let text = super::with_causes(&Wrap(std::io::Error::other("corrupt message")));
+        assert_eq!(text, "error sending request: corrupt message");
+    }
 
     #[test]
     fn an_unreachable_endpoint_is_named_with_its_cause() {
