@@ -14,8 +14,8 @@
 //! projection of the core's fold (`feed::LogFold`): at start-up every log is folded alone by
 //! the store's driver, on all threads, and absorbed into the shared model (`merge`). A log
 //! folded alone sums its series by loop label number (`Local`), not by label text, and counts
-//! in place what every event adds (events by type, a run's tokens, cost and finished phases:
-//! `counts`, `RunMetrics::tally`), summed in when a run ends or the log is merged.
+//! in place what most events add (events by type; tokens, cost, evaluations and finished
+//! phases by label number: `counts`), made into series once its lines are all read (`settle`).
 
 use std::collections::BTreeSet;
 use std::collections::hash_map::Entry;
@@ -844,7 +844,7 @@ impl MetricState {
     }
 }
 
-/// The series of `RunMetrics::tally`.
+/// The series of the tokens and cost an event adds (`LabelCounts::tally`).
 const TALLIED: [Key; 5] = [
     Key::one_static(Metric::Tokens, "input"),
     Key::one_static(Metric::Tokens, "output"),
