@@ -834,19 +834,7 @@ fn an_https_endpoint_is_spoken_to_over_tls() {
         conn.read_exact(&mut head).map(|_| head).ok()
     });
     let url = format!("https://127.0.0.1:{port}");
-    let out = loopctl()
-        .args([
-            "export",
-            "otel",
-            "--endpoint",
-            &url,
-            &fixture("native-clean"),
-        ])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = export_failing_to(&url);
     assert!(err.contains(&format!("{url}/v1/traces")), "{err}");
     // A TLS record: type 22 (handshake), version 3.x.
     assert_eq!(first.join().unwrap().map(|h| [h[0], h[1]]), Some([22, 3]));
@@ -864,18 +852,24 @@ fn a_failed_tls_exchange_says_why() {
             let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
         }
     });
+    let err = export_failing_to(&format!("https://127.0.0.1:{port}"));
+    assert!(err.contains("corrupt message"), "{err}");
+}
+
+/// `export otel` of a fixture to `url`, which must fail with exit code 2: its stderr.
+fn export_failing_to(url: &str) -> String {
     let out = loopctl()
         .args([
             "export",
             "otel",
             "--endpoint",
-            &format!("https://127.0.0.1:{port}"),
+            url,
             &fixture("native-clean"),
         ])
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("corrupt message"), "{err}");
+    err
 }
