@@ -276,6 +276,8 @@ pub fn parse(text: &str, initial: Option<String>) -> Result<Parsed, Rejected> {
         at: at.into(),
         message: m.into(),
     };
+    // A byte order mark, as some Windows editors write: not part of the JSON.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let root: Value = serde_json::from_str(text).map_err(|e| err("", &json_error(&e)))?;
     let Value::Object(top) = root else {
         return Err(err("", "a loop file must be a JSON object").into());
@@ -600,6 +602,15 @@ mod tests {
             None,
         );
         assert_eq!(zero.ok().map(|p| p.file.max_iterations), Some(10));
+    }
+
+    #[test]
+    fn a_byte_order_mark_before_the_json_is_skipped() {
+        let p = parse(
+            "\u{feff}{\"loop\": [{\"name\": \"a\", \"run\": \"true\"}]}",
+            None,
+        );
+        assert_eq!(p.ok().map(|p| p.file.loop_.len()), Some(1));
     }
 
     #[test]
