@@ -102,6 +102,10 @@ mod tests {
         for id in [
             "",
             "a",
+            "0123456789abcdef",
+            "0123456789abcdefg",
+            &"r".repeat(32),
+            &"r".repeat(33),
             &"r".repeat(SHORT),
             &"r".repeat(SHORT + 1),
             "billing-20260101-000001",
@@ -112,6 +116,18 @@ mod tests {
             assert!(hashbrown::Equivalent::equivalent(&IdRef(id), &key));
             let other = format!("{id}x");
             assert!(!hashbrown::Equivalent::equivalent(&IdRef(&other), &key));
+            // One byte changed anywhere: another id.
+            for at in 0..id.len() {
+                let mut b = id.as_bytes().to_vec();
+                b[at] ^= 1;
+                let other = String::from_utf8_lossy(&b).into_owned();
+                if other != id {
+                    assert!(
+                        !hashbrown::Equivalent::equivalent(&IdRef(&other), &key),
+                        "{other:?}"
+                    );
+                }
+            }
         }
     }
 }
