@@ -1,16 +1,15 @@
 //! Counting in place what every event of a log folded alone adds: one hash-map series per
 //! event would be a tenth of the fold.
 
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 
 use hashbrown::{Equivalent, HashMap};
 use rustc_hash::FxBuildHasher;
 
-use loopctl_core::fold::text::same_text;
 use loopctl_core::fold::trace::Name;
 use loopctl_core::{Dialect, Event};
 
-use super::key::{Key, Label, hash_text};
+use super::key::{Key, Label, NameKey, NameRef};
 use super::labels::event_label;
 use super::{Delta, Metric, TALLIED, Val};
 
@@ -99,38 +98,18 @@ struct Counts {
 /// `loopctl_evaluations_total`'s `result` values, in `Counts::evaluations` order.
 pub(super) const EVALUATION_RESULTS: [&str; 3] = ["pass", "fail", "unknown"];
 
-/// A finished phase's place: label number, phase (by its text), stop reason and kind (closed
-/// sets, by address: one text at two addresses is two places, summed by text in `take`).
-#[derive(Debug, Clone)]
-struct PhaseSlot(u32, Name, usize, usize);
+/// A finished phase's place: stop reason and kind (closed sets, by address: one text at two
+/// addresses is two places, summed by text in `take`), then label number and phase.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct PhaseSlot(usize, usize, NameKey);
 
-/// `PhaseSlot` looked up without cloning its name.
-struct SlotRef<'a>(u32, &'a str, usize, usize);
-
-impl Hash for SlotRef<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(u64::from(self.0) ^ (self.2 as u64).rotate_left(20) ^ self.3 as u64);
-        hash_text(self.1, state);
-    }
-}
-
-impl Hash for PhaseSlot {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        SlotRef(self.0, &self.1, self.2, self.3).hash(state);
-    }
-}
-
-impl PartialEq for PhaseSlot {
-    fn eq(&self, o: &PhaseSlot) -> bool {
-        SlotRef(o.0, &o.1, o.2, o.3).equivalent(self)
-    }
-}
-
-impl Eq for PhaseSlot {}
+/// `PhaseSlot` looked up without cloning its name (hashed alike: `NameRef` as `NameKey`).
+#[derive(Hash)]
+struct SlotRef<'a>(usize, usize, NameRef<'a>);
 
 impl Equivalent<PhaseSlot> for SlotRef<'_> {
     fn equivalent(&self, k: &PhaseSlot) -> bool {
-        self.0 == k.0 && self.2 == k.2 && self.3 == k.3 && same_text(self.1, &k.1)
+        self.0 == k.0 && self.1 == k.1 && self.2.equivalent(&k.2)
     }
 }
 
@@ -223,11 +202,12 @@ impl LabelCounts {
     /// The place of a finished phase in `phases`, made if new.
     fn slot(&mut self, label: u32, phase: &Name, reason: &'static str, kind: &'static str) -> u32 {
         let (r, k) = (reason.as_ptr() as usize, kind.as_ptr() as usize);
-        if let Some(i) = self.slots.get(&SlotRef(label, phase, r, k)) {
+        if let Some(i) = self.slots.get(&SlotRef(r, k, NameRef(label, phase))) {
             return *i;
         }
         let i = self.phases.len() as u32;
-        self.slots.insert(PhaseSlot(label, phase.clone(), r, k), i);
+        let slot = PhaseSlot(r, k, NameKey(label, phase.clone()));
+        self.slots.insert(slot, i);
         self.phases.push(PhaseCount {
             label,
             phase: phase.clone(),

@@ -46,23 +46,21 @@ impl Hash for Label {
 }
 
 /// `Label`'s hash of a text however held (a key looked up by a borrowed text hashes alike).
-pub(super) fn hash_text<H: Hasher>(text: &str, state: &mut H) {
-    {
-        let b = text.as_bytes();
-        let n = b.len();
-        // Fixed-size loads (overlapping when short), no copy of a variable length.
-        let (first, last) = match n {
-            8.. => (load8(b), load8(&b[n - 8..])),
-            4..=7 => (u64::from(load4(b)), u64::from(load4(&b[n - 4..]))),
-            1..=3 => {
-                let w = u64::from(b[0]) | u64::from(b[n / 2]) << 8 | u64::from(b[n - 1]) << 16;
-                (w, 0)
-            }
-            0 => (0, 0),
-        };
-        state.write_u64(first);
-        state.write_u64(last ^ n as u64);
-    }
+fn hash_text<H: Hasher>(text: &str, state: &mut H) {
+    let b = text.as_bytes();
+    let n = b.len();
+    // Fixed-size loads (overlapping when short), no copy of a variable length.
+    let (first, last) = match n {
+        8.. => (load8(b), load8(&b[n - 8..])),
+        4..=7 => (u64::from(load4(b)), u64::from(load4(&b[n - 4..]))),
+        1..=3 => {
+            let w = u64::from(b[0]) | u64::from(b[n / 2]) << 8 | u64::from(b[n - 1]) << 16;
+            (w, 0)
+        }
+        0 => (0, 0),
+    };
+    state.write_u64(first);
+    state.write_u64(last ^ n as u64);
 }
 
 fn load8(b: &[u8]) -> u64 {
