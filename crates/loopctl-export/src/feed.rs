@@ -249,7 +249,6 @@ impl Split for LogFold {
         let mut f = LogFold::full(&self.m.options, name, self.feed.max_line, self.threads);
         if self.m.is_lean() {
             f.m.fold_lean(true);
-            f.m.share_names();
             f.lean_max = u64::MAX;
         }
         f

@@ -388,8 +388,6 @@ pub struct MetricState {
     lean: bool,
     /// The lean way could not fold this log exactly: it is to be folded again the full way.
     needs_full: bool,
-    /// The names the lean runs' steps and phases have (`lean::Names`).
-    names: lean::Names,
     /// Runs folded the lean way and taken in (tests check the lean path ran).
     lean_runs: u64,
     /// Logs whose lean fold could not be exact, folded again the full way (`textfile::absorb`).
@@ -615,12 +613,6 @@ impl MetricState {
     /// Folds this model's new runs the lean way, or not (a log folded alone at start-up).
     pub fn fold_lean(&mut self, on: bool) {
         self.lean = on;
-    }
-
-    /// Holds each step and phase name of its lean runs once (`lean::Names`): a shard of a
-    /// large log.
-    pub fn share_names(&mut self) {
-        self.names.shared = true;
     }
 
     /// How many runs of the logs taken in were folded the lean way.

@@ -29,7 +29,7 @@ mod names;
 pub mod payload;
 mod records;
 pub use attempts::AttemptNumbers;
-use names::Names;
+pub use names::Names;
 use payload::{gap, i, s, u};
 pub use records::{
     At, Attempt, ErrorRecord, Escalation, Evaluation, Explicit, Name, Retry, StopRecord, Switch,

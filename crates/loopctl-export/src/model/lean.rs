@@ -18,33 +18,10 @@ use std::sync::Arc;
 use loopctl_core::analysis::stagnation::{Detector, watch::Watch};
 use loopctl_core::fold::text::same_text;
 use loopctl_core::fold::trace::payload::{gap, s, u};
-use loopctl_core::fold::trace::{Attempt, Evaluation, Name, STOP_KEYS, Trace};
+use loopctl_core::fold::trace::{Attempt, Evaluation, Name, Names, STOP_KEYS, Trace};
 use loopctl_core::{Dialect, Event, Kind, Ts};
 
 use super::{MetricState, RunMetrics};
-
-/// The step and phase names of a model's lean runs, each held once when `shared` (a shard of
-/// a large log, whose thousands of runs name the same few steps); else one per run (a run
-/// folder's log has one run: a map would cost more than it saves).
-#[derive(Debug, Clone, Default)]
-pub(super) struct Names {
-    pub(super) shared: bool,
-    held: hashbrown::HashMap<Name, (), rustc_hash::FxBuildHasher>,
-}
-
-impl Names {
-    fn get(&mut self, name: &str) -> Name {
-        if !self.shared {
-            return Arc::from(name);
-        }
-        if let Some((n, _)) = self.held.get_key_value(name) {
-            return n.clone();
-        }
-        let n: Name = Arc::from(name);
-        self.held.insert(n.clone(), ());
-        n
-    }
-}
 
 /// A running run folded the lean way.
 #[derive(Debug, Clone, Default)]
@@ -62,10 +39,7 @@ pub(super) struct Lean {
     stop: Option<Option<u64>>,
     /// Step and phase names, each once: steps refer to them by number (no reference count to
     /// change as a step is made, observed and dropped, several times per event).
-    names: Vec<Name>,
-    /// The number `intern` gave last: steps come round in the order they were first named,
-    /// so the next name is most often the one after it.
-    last_name: u32,
+    names: Names,
     /// The last step.
     cur: Option<Step>,
     /// The last step is open (the next event of its step extends it).
@@ -83,9 +57,6 @@ pub(super) struct Lean {
     /// As `Live::admitted`.
     pub(super) admitted: Vec<Name>,
 }
-
-/// Names a lean run has room for from its start.
-const NAMES: usize = 12;
 
 /// A derived step, as `Trace` keeps it (`Attempt`), without what derived steps never have;
 /// its name and phase by number (`Lean::names`).
@@ -112,9 +83,9 @@ impl Step {
 }
 
 /// The name numbered `i` (numbers come from `Lean::intern`; the empty name for any other).
-fn name_of(names: &[Name], i: u32) -> &Name {
+fn name_of(names: &Names, i: u32) -> &Name {
     static EMPTY: std::sync::LazyLock<Name> = std::sync::LazyLock::new(|| Arc::from(""));
-    names.get(i as usize).unwrap_or(&EMPTY)
+    names.name(i).unwrap_or(&EMPTY)
 }
 
 /// A step's observation (`PhaseObs`, its name by number).
@@ -142,12 +113,7 @@ pub(super) fn folds(kind: Kind) -> bool {
 
 impl Lean {
     pub(super) fn new() -> Box<Lean> {
-        // Room for an aif-loop run's names (a phase and some ten steps) from the start: not
-        // grown four times over for each run.
-        Box::new(Lean {
-            names: Vec::with_capacity(NAMES),
-            ..Lean::default()
-        })
+        Box::default()
     }
 
     /// The iterations the run's stop stated, if it stopped and stated them.
@@ -155,24 +121,8 @@ impl Lean {
         self.stop.flatten()
     }
 
-    /// `name`'s number in this run; a name new to the run is `shared`'s (one allocation per
-    /// name per log, not per run, and the names the runs compare stay in cache).
-    fn intern(&mut self, name: &str, shared: &mut Names) -> u32 {
-        let next = self.last_name.wrapping_add(1);
-        let found = match self.names.get(next as usize) {
-            Some(n) if same_text(n, name) => Some(next),
-            _ => self
-                .names
-                .iter()
-                .rposition(|n| same_text(n, name))
-                .map(|i| i as u32),
-        };
-        let i = found.unwrap_or_else(|| {
-            self.names.push(shared.get(name));
-            (self.names.len() - 1) as u32
-        });
-        self.last_name = i;
-        i
+    fn intern(&mut self, name: &str) -> u32 {
+        self.names.id(name)
     }
 
     fn name(&self, i: u32) -> &Name {
@@ -192,7 +142,7 @@ impl Lean {
 
     /// Folds one event as `Trace::apply` does; the step that ended (a new one began) is handed
     /// to `over` to be observed. `ev.kind` must be one `folds` takes.
-    fn apply(&mut self, ev: &Event<'_>, shared: &mut Names, over: &mut impl FnMut(&Step)) {
+    fn apply(&mut self, ev: &Event<'_>, over: &mut impl FnMut(&Step)) {
         if let (Some(seq), Some(last)) = (ev.seq, self.last_seq)
             && seq == last
         {
@@ -205,13 +155,13 @@ impl Lean {
             self.iteration = self.iteration.max(it);
         }
         if self.name(self.phase).is_empty() {
-            self.phase = self.intern("A", shared);
+            self.phase = self.intern("A");
         }
         if let Some(p) = ev.phase.as_deref()
             && ev.kind != Kind::PhaseSwitched
             && !same_text(self.name(self.phase), p)
         {
-            self.phase = self.intern(p, shared);
+            self.phase = self.intern(p);
         }
         let f = &ev.facts;
         let mut error = None;
@@ -245,7 +195,7 @@ impl Lean {
             }
             Kind::PhaseSwitched => {
                 if let Some(t) = s(&ev.payload_value(), "to_phase") {
-                    self.phase = self.intern(&t, shared);
+                    self.phase = self.intern(&t);
                 }
             }
             Kind::PhaseError => {
@@ -279,7 +229,7 @@ impl Lean {
             _ => {}
         }
         if let Some(name) = ev.step.as_deref() {
-            self.step(ev, name, error, shared, over);
+            self.step(ev, name, error, over);
         }
         if ev.ts.is_some() {
             self.prev_ts = ev.ts;
@@ -292,7 +242,6 @@ impl Lean {
         ev: &Event<'_>,
         name: &str,
         error: Option<String>,
-        shared: &mut Names,
         over: &mut impl FnMut(&Step),
     ) {
         let iteration = Some(ev.iteration.unwrap_or(self.iteration));
@@ -323,7 +272,7 @@ impl Lean {
                 over(prev);
             }
             let step = Step {
-                name: self.intern(name, shared),
+                name: self.intern(name),
                 iteration,
                 phase: self.phase,
                 duration_ms: delta,
@@ -375,7 +324,7 @@ impl MetricState {
     ) {
         let evaluations = l.seen.evaluations.len();
         let mut ended = None;
-        l.apply(ev, &mut self.names, &mut |st| ended = Some(st.obs()));
+        l.apply(ev, &mut |st| ended = Some(st.obs()));
         if let Some((name, kind, ms, stop)) = ended {
             let name = name_of(&l.names, name);
             self.phase_obs(run, &mut l.admitted, &(name, kind, ms, stop), 1);

@@ -12,7 +12,7 @@ use crate::fold::text::same_text;
 const FEW: usize = 32;
 
 #[derive(Debug, Clone, Default)]
-pub(super) struct Names {
+pub struct Names {
     /// Every name, by id.
     all: Vec<Name>,
     /// Of the first `FEW` names, `key` of each: a scan compares these, and the text only of
@@ -49,7 +49,7 @@ fn key(name: &[u8]) -> u64 {
 
 impl Names {
     /// The id of `name`, added if new.
-    pub(super) fn id(&mut self, name: &str) -> u32 {
+    pub fn id(&mut self, name: &str) -> u32 {
         let last = self.last as usize;
         if self.all.get(last).is_some_and(|n| same_text(n, name)) {
             return self.last;
@@ -98,6 +98,11 @@ impl Names {
     /// The name with id `id` (one `id` gave).
     pub(super) fn get(&self, id: u32) -> &Name {
         &self.all[id as usize]
+    }
+
+    /// The name with id `id`, if `id` gave it.
+    pub fn name(&self, id: u32) -> Option<&Name> {
+        self.all.get(id as usize)
     }
 
     /// `name`, shared, and its id.
