@@ -90,6 +90,9 @@ pub struct Follower {
     stdout_closed: Arc<AtomicBool>,
     /// Folders watched (recursively): a folder under one of them needs no watch of its own.
     watched: HashSet<PathBuf>,
+    /// Folders of logs given as files, watched without their subfolders: a log in a home
+    /// folder must not set a watch on every folder under it.
+    flat: HashSet<PathBuf>,
     pub poll: Duration,
 }
 
@@ -119,6 +122,7 @@ impl Follower {
             waker,
             stdout_closed: Arc::new(AtomicBool::new(false)),
             watched: HashSet::new(),
+            flat: HashSet::new(),
             poll,
         }
     }
@@ -134,6 +138,7 @@ impl Follower {
             waker,
             stdout_closed: Arc::new(AtomicBool::new(false)),
             watched: HashSet::new(),
+            flat: HashSet::new(),
             poll,
         }
     }
@@ -248,15 +253,24 @@ impl Follower {
         }
     }
 
-    /// Watches the folder holding `path` (nothing new when a watched folder holds it).
+    /// Watches the folder holding `path`, not its subfolders (nothing new when a folder
+    /// watched recursively holds it).
     pub fn watch_folder_of(&mut self, path: &Path) {
-        if let Some(dir) = path.parent() {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            self.watch(dir);
+        let Some(dir) = path.parent() else {
+            return;
+        };
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if self.flat.contains(dir) || dir.ancestors().any(|a| self.watched.contains(a)) {
+            return;
+        }
+        if let Some(w) = self.watcher.as_mut()
+            && w.watch(dir, RecursiveMode::NonRecursive).is_ok()
+        {
+            self.flat.insert(dir.to_path_buf());
         }
     }
 
@@ -721,6 +735,38 @@ mod tests {
         if f.watcher.is_some() {
             assert_eq!(f.watched.iter().collect::<Vec<_>>(), [dir.path()]);
         }
+        assert_eq!(lines(&mut f), ["new"]);
+    }
+
+    /// A log named as a file: its folder is watched without the folders under it (a log in a
+    /// home folder set a watch on each of thousands of folders), and a line appended to it
+    /// still wakes the follower.
+    #[test]
+    fn a_log_folder_is_watched_without_its_subfolders() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..3 {
+            std::fs::create_dir_all(dir.path().join(format!("sub-{i}/deeper"))).unwrap();
+        }
+        let p = dir.path().join("h.jsonl");
+        std::fs::write(&p, b"").unwrap();
+        let mut f = Follower::new(Duration::from_secs(30));
+        f.add(&p, Start::Beginning);
+        if f.watcher.is_none() {
+            eprintln!("notice: no file notifications here; the watch is not checked");
+            return;
+        }
+        assert!(f.watched.is_empty(), "{:?}", f.watched);
+        assert_eq!(f.flat.iter().collect::<Vec<_>>(), [dir.path()]);
+        // A root holding that folder is watched recursively; the log's folder then needs no
+        // watch of its own.
+        let mut g = Follower::new(Duration::from_secs(30));
+        g.watch(dir.path());
+        g.add(&dir.path().join("sub-0/h.jsonl"), Start::Beginning);
+        assert!(g.flat.is_empty(), "{:?}", g.flat);
+        // The append is notified (not found by a poll).
+        std::fs::write(&p, b"new\n").unwrap();
+        let woken = f.wake.recv_timeout(Duration::from_secs(20));
+        assert!(woken.is_ok(), "{woken:?}");
         assert_eq!(lines(&mut f), ["new"]);
     }
 
