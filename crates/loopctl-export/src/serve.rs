@@ -396,16 +396,19 @@ fn follow(
                         let Some(Some((log, feed))) = feeds.get_mut(source) else {
                             continue;
                         };
-                        if offset < feed.next_offset {
-                            // Rewritten from its start (the follower said so): read it anew.
-                            m.reset_source(feed.source);
-                            *feed = Feed::new(feed.source, cfg.max_line);
-                        }
                         let pos = Pos { line, offset };
                         feed.line(&mut m, pos, &text, true, &mut |d| {
                             findings += 1;
                             ui.finding(&log.log, &damage_text(&log.log, &d))
                         });
+                    }
+                    Item::Restarted { source } => {
+                        // Read anew from its start (an emptied log sends no line that would
+                        // tell it): its runs go now, and come back as its lines are read.
+                        if let Some(Some((_, feed))) = feeds.get_mut(source) {
+                            m.reset_source(feed.source);
+                            *feed = Feed::new(feed.source, cfg.max_line);
+                        }
                     }
                     Item::Notice { source, text } if going.contains(&source) => {
                         gone_notes.insert(source, text);

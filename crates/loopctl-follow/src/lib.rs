@@ -33,6 +33,10 @@ pub enum Item {
     Notice { source: usize, text: String },
     /// The file is gone; the source is dropped.
     Gone { source: usize },
+    /// The file no longer holds what was read (truncated, rewritten, replaced): its lines come
+    /// again from its start, and whatever was made of the lines read before is void (a log
+    /// emptied gives no line to say so).
+    Restarted { source: usize },
 }
 
 /// Where to start reading a file.
@@ -398,6 +402,7 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
                         s.path.display()
                     ),
                 });
+                out(Item::Restarted { source: i });
             }
             s.restart();
         }
@@ -423,6 +428,7 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
                 meta.len()
             ),
         });
+        out(Item::Restarted { source: i });
         s.restart();
     } else if meta.modified().ok() != s.modified
         && let Some(f) = s.file.as_mut()
@@ -435,6 +441,7 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
                 s.path.display()
             ),
         });
+        out(Item::Restarted { source: i });
         s.restart();
     }
     s.modified = meta.modified().ok();
@@ -648,6 +655,7 @@ mod tests {
                 out.push(format!("! {}", text.split(' ').nth(2).unwrap_or("")))
             }
             Item::Gone { .. } => out.push("gone".into()),
+            Item::Restarted { .. } => out.push("restarted".into()),
         });
         out
     }
@@ -809,7 +817,7 @@ mod tests {
         assert_eq!(lines(&mut f), ["a", "b"]);
         let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
         file.set_len(2).unwrap();
-        assert_eq!(lines(&mut f), ["! truncated", "a"]);
+        assert_eq!(lines(&mut f), ["! truncated", "restarted", "a"]);
     }
 
     #[test]
@@ -821,12 +829,12 @@ mod tests {
         f.add(&p, Start::Beginning);
         assert_eq!(lines(&mut f), ["a", "b"]);
         std::fs::write(&p, "c\n").unwrap(); // truncate + rewrite, same inode
-        assert_eq!(lines(&mut f), ["! truncated", "c"]);
+        assert_eq!(lines(&mut f), ["! truncated", "restarted", "c"]);
         // Rewritten in place to the same size between two looks: no shrink to see, but its
         // modification time moves (after a clock tick: file times are coarse).
         std::thread::sleep(Duration::from_millis(30));
         std::fs::write(&p, "x\n").unwrap();
-        assert_eq!(lines(&mut f), ["! rewritten", "x"]);
+        assert_eq!(lines(&mut f), ["! rewritten", "restarted", "x"]);
         // Appends are not rewrites.
         std::fs::OpenOptions::new()
             .append(true)
@@ -838,11 +846,14 @@ mod tests {
         let q = dir.path().join("new");
         std::fs::write(&q, "d\ne\n").unwrap();
         std::fs::rename(&q, &p).unwrap();
-        assert_eq!(lines(&mut f), ["! replaced;", "d", "e"]);
+        assert_eq!(lines(&mut f), ["! replaced;", "restarted", "d", "e"]);
         // Replaced by a copy of what was read and more (an editor's save): followed on.
         std::fs::write(&q, "d\ne\nf\n").unwrap();
         std::fs::rename(&q, &p).unwrap();
         assert_eq!(lines(&mut f), ["! replaced", "f"]);
+        // Emptied: no line follows, the restart alone says that what was read is void.
+        std::fs::write(&p, "").unwrap();
+        assert_eq!(lines(&mut f), ["! truncated", "restarted"]);
         std::fs::remove_file(&p).unwrap();
         assert_eq!(lines(&mut f), ["! deleted", "gone"]);
         assert_eq!(f.live_sources(), 0);

@@ -618,6 +618,41 @@ fn a_log_rewritten_from_its_start_is_read_anew() {
     );
 }
 
+/// A log emptied while served: no line comes to say so, yet its runs go at once, as a fresh
+/// start on the empty log would show them.
+#[test]
+fn a_log_emptied_while_served_loses_its_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("gamma");
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("history.jsonl");
+    let id = "gamma-20260101-000000";
+    append(
+        &log,
+        &(event(1, id, "run_started", json!({}))
+            + &event(2, id, "stopped", json!({"reason": "threshold_reached"}))),
+    );
+    let s = Server::start(&[&dir], &[]);
+    let gauge = r#"loopctl_runs{loop="gamma",status="completed"}"#;
+    assert_eq!(value(&s.metrics(), gauge), Some(1.0));
+    assert!(s.get("/api/runs").1.contains(id));
+    std::fs::write(&log, "").unwrap();
+    s.wait_until(
+        |s| value(&s.metrics(), gauge).unwrap_or(0.0) == 0.0,
+        "the emptied log's run to leave the gauge",
+    );
+    let (status, runs) = s.get("/api/runs");
+    assert_eq!(status, 200);
+    assert!(!runs.contains(id), "{runs}");
+    // Written again: read from its start.
+    append(&log, &event(1, id, "run_started", json!({})));
+    let running = r#"loopctl_runs{loop="gamma",status="running"}"#;
+    s.wait_until(
+        |s| value(&s.metrics(), running) == Some(1.0),
+        "the run written again",
+    );
+}
+
 /// `export prometheus` with extra flags; (stdout, stderr).
 fn export_with(paths: &[&Path], flags: &[&str]) -> (String, String) {
     let out = Command::new(cargo_bin("loopctl"))

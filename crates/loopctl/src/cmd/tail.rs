@@ -546,6 +546,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 output::note(&format!("{}: {text}", visible(&tail.logs[source].name)))
             }
             Item::Gone { .. } => {}
+            // Its lines come again from the start; `event` sees the offset go back.
+            Item::Restarted { .. } => {}
         });
     };
     // Ctrl-C ends a following tail with its exit code (130, or 1 under --strict with
