@@ -192,12 +192,14 @@ pub fn load_current(root: &Path) -> std::result::Result<Option<Current>, String>
             ));
         }
     };
-    serde_json::from_slice(&text).map(Some).map_err(|e| {
-        format!(
-            "{} is damaged (not a current.json: {e}), so it was not used",
-            path.display()
-        )
-    })
+    serde_json::from_slice(crate::without_bom(&text))
+        .map(Some)
+        .map_err(|e| {
+            format!(
+                "{} is damaged (not a current.json: {e}), so it was not used",
+                path.display()
+            )
+        })
 }
 
 /// Resolves a RUN argument and `--run-id` to one run. RUN is a log file, a run folder, a

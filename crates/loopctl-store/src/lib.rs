@@ -59,6 +59,12 @@ fn ambiguous(spec: &str, candidates: &[discover::Candidate]) -> String {
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+/// A JSON file's bytes without a leading UTF-8 byte order mark (some Windows editors write
+/// one; JSON parsers reject it as "expected value").
+pub(crate) fn without_bom(b: &[u8]) -> &[u8] {
+    b.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(b)
+}
+
 pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> StoreError {
     let path = path.into();
     move |cause| {

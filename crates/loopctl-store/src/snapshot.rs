@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use crate::discover::{RunRef, state_path};
 use crate::fold::replay;
 use crate::read::ReadOptions;
-use crate::{Result, StoreError, io_err};
+use crate::{Result, StoreError, io_err, without_bom};
 
 /// What was found in `run.json` before the rebuild.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -138,7 +138,7 @@ fn stamp(log: &Path, s: &mut RunState) -> Result<()> {
 /// The fields of the run.json at `path` as `rebuild` reads them for salvage: all of them when
 /// it is valid JSON, else what a tolerant parse recovers. `None` when it cannot be read.
 pub fn prior_fields(path: &Path) -> Option<Map<String, Value>> {
-    let text = String::from_utf8_lossy(&std::fs::read(path).ok()?).into_owned();
+    let text = String::from_utf8_lossy(without_bom(&std::fs::read(path).ok()?)).into_owned();
     Some(match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(m)) => m,
         Ok(_) => Map::new(),
@@ -175,7 +175,7 @@ fn read_prior(log: &Path, path: Option<&Path>) -> Result<PriorFile> {
     };
     let text = match path {
         Some(path) => match std::fs::read(path) {
-            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Ok(b) => String::from_utf8_lossy(without_bom(&b)).into_owned(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(p),
             Err(e) => {
                 p.prior = Prior::Unreadable;

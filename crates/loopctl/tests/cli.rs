@@ -190,6 +190,40 @@ fn strict_counts_seq_problems_in_every_command_that_reads_a_log() {
     }
 }
 
+/// A `run.json` or `current.json` saved with a UTF-8 byte order mark (as some Windows editors
+/// save) is read as the JSON it is, not called damaged.
+#[test]
+fn state_files_with_a_byte_order_mark_are_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let run = root.join("clean");
+    copy_dir(&fixture("native-clean"), &run);
+    loopctl().arg("recover").arg(&run).assert().success();
+    let state = run.join("run.json");
+    let text = std::fs::read(&state).unwrap();
+    std::fs::write(&state, [b"\xEF\xBB\xBF".as_slice(), &text].concat()).unwrap();
+    loopctl()
+        .arg("check")
+        .arg(&run)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("damaged").not());
+    let id = serde_json::from_slice::<Value>(&text).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let current = format!("\u{feff}{{\"active_run_id\":\"{id}\",\"status\":\"completed\"}}");
+    std::fs::write(root.join("current.json"), current).unwrap();
+    loopctl()
+        .arg("--root")
+        .arg(root)
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(&id))
+        .stderr(predicate::str::contains("damaged").not());
+}
+
 #[test]
 fn status_uses_the_log_not_a_stale_current_json() {
     let tmp = tempfile::tempdir().unwrap();
