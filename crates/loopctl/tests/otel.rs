@@ -26,6 +26,8 @@ fn loopctl() -> Command {
         "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
         "OTEL_SERVICE_NAME",
         "OTEL_RESOURCE_ATTRIBUTES",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
         "LOOPCTL_ROOT",
     ] {
         c.env_remove(k);
@@ -854,6 +856,81 @@ fn a_failed_tls_exchange_says_why() {
     });
     let err = export_failing_to(&format!("https://127.0.0.1:{port}"));
     assert!(err.contains("corrupt message"), "{err}");
+}
+
+/// A collector that takes the connection and never answers: the export gives up after
+/// OTEL_EXPORTER_OTLP_TIMEOUT and says so; `serve --otlp-metrics` to it stops soon after
+/// SIGTERM (within its metrics timeout, with no second wait for a last push); a URL that is
+/// not OTLP/HTTP's is refused before anything is read.
+#[test]
+fn a_silent_collector_is_waited_for_as_long_as_the_timeout_says() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (accepted, held) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut hold = Vec::new();
+        for conn in listener.incoming().flatten() {
+            hold.push(conn);
+            let _ = accepted.send(());
+        }
+    });
+    let out = loopctl()
+        .args([
+            "export",
+            "otel",
+            "--endpoint",
+            &url,
+            &fixture("native-clean"),
+        ])
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no answer within 500 ms"), "{err}");
+
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("loopctl"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--otlp-metrics", &url])
+        .arg(fixture("native-clean"))
+        .env("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "1000")
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "600000")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Its first push is in flight.
+    while held.try_recv().is_ok() {}
+    held.recv_timeout(Duration::from_secs(30)).unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let asked = Instant::now();
+    // The default timeout is 10 s, a last push another 10 s: a bound between.
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if asked.elapsed() > Duration::from_secs(8) {
+            let _ = child.kill();
+            panic!("serve still running 8 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+
+    for bad in ["ftp://collector:4318", "not a url"] {
+        let out = loopctl()
+            .args(["serve", "--listen", "127.0.0.1:0", "--otlp-metrics", bad])
+            .arg(fixture("native-clean"))
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("--otlp-metrics"), "{err}");
+    }
+    let err = export_failing_to("ftp://collector:4318");
+    assert!(err.contains("not ftp://"), "{err}");
 }
 
 /// `export otel` of a fixture to `url`, which must fail with exit code 2: its stderr.

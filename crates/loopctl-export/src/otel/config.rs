@@ -1,6 +1,8 @@
 //! Where spans go and how the service is named: the standard OTEL_* variables, read through a
 //! getter so the rules are testable without touching the process environment.
 
+use std::time::Duration;
+
 pub const ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 pub const TRACES_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
 pub const METRICS_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
@@ -10,6 +12,12 @@ pub const METRIC_INTERVAL: &str = "OTEL_METRIC_EXPORT_INTERVAL";
 pub const HEADERS: &str = "OTEL_EXPORTER_OTLP_HEADERS";
 pub const TRACES_HEADERS: &str = "OTEL_EXPORTER_OTLP_TRACES_HEADERS";
 pub const SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
+/// Milliseconds to wait for a collector's answer (the OTLP exporter spec's variables).
+pub const TIMEOUT: &str = "OTEL_EXPORTER_OTLP_TIMEOUT";
+pub const TRACES_TIMEOUT: &str = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT";
+pub const METRICS_TIMEOUT: &str = "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT";
+/// The spec's default wait.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const RESOURCE_ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
 /// The OTLP/HTTP default (a collector on this machine).
 pub const DEFAULT_ENDPOINT: &str = "http://localhost:4318";
@@ -28,10 +36,11 @@ impl Signal {
             Signal::Metrics => "/v1/metrics",
         }
     }
-    fn vars(self) -> (&'static str, &'static str) {
+    /// Its endpoint, headers and timeout variables.
+    fn vars(self) -> (&'static str, &'static str, &'static str) {
         match self {
-            Signal::Traces => (TRACES_ENDPOINT, TRACES_HEADERS),
-            Signal::Metrics => (METRICS_ENDPOINT, METRICS_HEADERS),
+            Signal::Traces => (TRACES_ENDPOINT, TRACES_HEADERS, TRACES_TIMEOUT),
+            Signal::Metrics => (METRICS_ENDPOINT, METRICS_HEADERS, METRICS_TIMEOUT),
         }
     }
 }
@@ -44,6 +53,8 @@ pub struct Config {
     pub service_name: String,
     /// `OTEL_RESOURCE_ATTRIBUTES`, in order (service.name from it unless OTEL_SERVICE_NAME).
     pub resource: Vec<(String, String)>,
+    /// How long an export waits for the collector's answer.
+    pub timeout: Duration,
 }
 
 fn set(env: &impl Fn(&str) -> Option<String>, k: &str) -> Option<String> {
@@ -97,7 +108,7 @@ impl Config {
         flag: Option<&str>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Config {
-        let (signal_endpoint, signal_headers) = signal.vars();
+        let (signal_endpoint, signal_headers, signal_timeout) = signal.vars();
         let base = |b: &str| format!("{}{}", b.trim_end_matches('/'), signal.path());
         let url = match (flag, set(&env, signal_endpoint), set(&env, ENDPOINT)) {
             (Some(f), _, _) if f.trim_end_matches('/').ends_with(signal.path()) => {
@@ -123,12 +134,34 @@ impl Config {
                     .map(|(_, v)| v.clone())
             })
             .unwrap_or_else(|| "loopctl".into());
+        let timeout = set(&env, signal_timeout)
+            .or_else(|| set(&env, TIMEOUT))
+            .and_then(|ms| ms.trim().parse::<u64>().ok())
+            .filter(|ms| *ms > 0)
+            .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
         Config {
             url,
             headers,
             service_name,
             resource,
+            timeout,
         }
+    }
+
+    /// Whether the URL is one OTLP/HTTP can be sent to (`http://` or `https://` and a host),
+    /// told before any log is read: else a sentence for the user.
+    pub fn check(&self) -> Result<(), String> {
+        let url = reqwest::Url::parse(&self.url).map_err(|e| format!("not a URL ({e})"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!(
+                "OTLP/HTTP is sent to an http:// or https:// URL, not {}://",
+                url.scheme()
+            ));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err("the URL names no host".into());
+        }
+        Ok(())
     }
 
     /// The live export's settings: only when an endpoint is named (`flag` or a variable).
@@ -160,6 +193,29 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| v.iter().find(|(n, _)| n == k).map(|(_, x)| x.clone())
+    }
+
+    #[test]
+    fn the_timeout_is_the_signals_then_the_general_variable_in_ms() {
+        let t = |pairs: &[(&str, &str)]| Config::resolve_signal(Signal::Metrics, None, env(pairs));
+        assert_eq!(t(&[]).timeout, DEFAULT_TIMEOUT);
+        assert_eq!(t(&[(TIMEOUT, "2500")]).timeout, Duration::from_millis(2500));
+        let both = [(TIMEOUT, "2500"), (METRICS_TIMEOUT, "700")];
+        assert_eq!(t(&both).timeout, Duration::from_millis(700));
+        // Another signal's variable is not this one's; nonsense and 0 are the default.
+        assert_eq!(t(&[(TRACES_TIMEOUT, "700")]).timeout, DEFAULT_TIMEOUT);
+        assert_eq!(t(&[(TIMEOUT, "soon")]).timeout, DEFAULT_TIMEOUT);
+        assert_eq!(t(&[(TIMEOUT, "0")]).timeout, DEFAULT_TIMEOUT);
+    }
+
+    #[test]
+    fn only_http_urls_with_a_host_are_sent_to() {
+        let check = |f: &str| Config::resolve(Some(f), env(&[])).check();
+        assert_eq!(check("http://c:4318"), Ok(()));
+        assert_eq!(check("https://api.honeycomb.io"), Ok(()));
+        assert!(check("ftp://c").unwrap_err().contains("not ftp://"));
+        assert!(check("not a url").unwrap_err().contains("not a URL"));
+        assert!(check("file:///tmp/x").is_err());
     }
 
     #[test]

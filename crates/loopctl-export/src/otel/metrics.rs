@@ -182,8 +182,9 @@ impl Push {
     }
 }
 
-/// Pushes `gather()` every interval until `stop`, and once more on the way out. The first
-/// failure goes to `warn`, once; the server goes on either way.
+/// Pushes `gather()` every interval until `stop`, and once more on the way out unless the push
+/// before failed (a collector that did not answer would hold the shutdown for another
+/// timeout). The first failure goes to `warn`, once; the server goes on either way.
 pub fn push_until(
     p: &Push,
     gather: impl Fn() -> Vec<MetricFamily>,
@@ -193,14 +194,15 @@ pub fn push_until(
     let start = SystemTime::now();
     super::send::tls_provider();
     let client = match reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(10))
+        .timeout(p.config.timeout)
         .build()
     {
         Ok(c) => c,
         Err(e) => return warn(&format!("otlp metrics: {}: {e}", p.config.url)),
     };
     let mut warned = false;
-    let mut send = || {
+    // Whether the last push was answered.
+    let mut send = || -> bool {
         let body = request(&gather(), &p.config, start, SystemTime::now()).encode_to_vec();
         let mut req = client
             .post(&p.config.url)
@@ -214,6 +216,7 @@ pub fn push_until(
             Ok(r) => Some(format!("HTTP {}", r.status())),
             Err(e) => Some(super::send::with_causes(&e)),
         };
+        let answered = failed.is_none();
         if let Some(why) = failed
             && !std::mem::replace(&mut warned, true)
         {
@@ -222,14 +225,18 @@ pub fn push_until(
                 p.config.url
             ));
         }
+        answered
     };
     let mut next = Instant::now();
+    let mut answered = true;
     while !stop.load(Ordering::SeqCst) {
         if Instant::now() >= next {
-            send();
+            answered = send();
             next = Instant::now() + p.interval;
         }
         std::thread::sleep(Duration::from_millis(50).min(p.interval));
     }
-    send();
+    if answered {
+        send();
+    }
 }

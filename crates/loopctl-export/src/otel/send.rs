@@ -100,6 +100,7 @@ pub struct Sender {
     exporter: opentelemetry_otlp::SpanExporter,
     scope: InstrumentationScope,
     url: String,
+    timeout: Duration,
 }
 
 /// Installs rustls's crypto provider (ring) for the OTLP clients' TLS, once per process: the
@@ -119,12 +120,14 @@ impl Sender {
             url: cfg.url.clone(),
             reason,
         };
+        cfg.check().map_err(fail)?;
         tls_provider();
         let headers: HashMap<String, String> = cfg.headers.iter().cloned().collect();
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpBinary)
             .with_endpoint(cfg.url.clone())
+            .with_timeout(cfg.timeout)
             .with_headers(headers)
             .build()
             .map_err(|e| fail(e.to_string()))?;
@@ -143,6 +146,7 @@ impl Sender {
             exporter,
             scope,
             url: cfg.url.clone(),
+            timeout: cfg.timeout,
         })
     }
 
@@ -156,10 +160,19 @@ impl Sender {
             return Ok(());
         }
         let batch: Vec<SpanData> = spans.iter().map(|s| span_data(s, &self.scope)).collect();
+        let start = std::time::Instant::now();
         futures_executor::block_on(self.exporter.export(batch)).map_err(|e| {
             // The exporter says "network error" and no more: say why, when it is the connection
-            // or its TLS.
-            let reason = match connect_cause(&self.url).or_else(|| tls_cause(&self.url)) {
+            // or its TLS, or a collector that kept silent.
+            let silent = (start.elapsed() >= self.timeout).then(|| {
+                format!(
+                    "no answer within {} ms (OTEL_EXPORTER_OTLP_TIMEOUT)",
+                    self.timeout.as_millis()
+                )
+            });
+            let cause =
+                silent.or_else(|| connect_cause(&self.url).or_else(|| tls_cause(&self.url)));
+            let reason = match cause {
                 Some(cause) => format!("{e} ({cause})"),
                 None => e.to_string(),
             };

@@ -130,13 +130,14 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
 }
 
 fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
+    // A URL that cannot be sent to is said before any log is read.
+    let sender = otel::Sender::new(&otel::Config::from_env(a.endpoint.as_deref()))?;
     let specs: Vec<String> = ctx
         .inputs(a.paths.into_iter().map(PathBuf::from).collect())?
         .iter()
         .map(|p| p.display().to_string())
         .collect();
     let runs = otel::replay::runs(&specs, |s| ctx.resolve(Some(s)))?;
-    let sender = otel::Sender::new(&otel::Config::from_env(a.endpoint.as_deref()))?;
     let mut findings = 0usize;
     let mut said = output::Findings::default();
     let done = otel::replay::export(&runs, &ctx.read, &sender, &mut |log, f| {
