@@ -514,7 +514,15 @@ pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
         // The default file mode (0666 less the umask), not a temporary file's 0600.
         .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)
-        .map_err(io_err(path))?;
+        // Said of the folder, without the random name tempfile's error gives: the folder is
+        // what is missing or not writable.
+        .map_err(|e| {
+            let why = match e.kind() {
+                std::io::ErrorKind::NotFound => "no such folder".to_string(),
+                kind => std::io::Error::from(kind).to_string(),
+            };
+            io_err(dir)(std::io::Error::new(e.kind(), why))
+        })?;
     let written = (|| {
         tmp.write_all(contents.as_bytes())?;
         if let Some(mode) = mode {
@@ -616,6 +624,21 @@ mod tests {
         let err = write_atomic(&target, "{}").unwrap_err();
         assert!(err.to_string().contains("run.json"), "{err}");
         assert_eq!(others(d.path(), &[]), ["run.json"]);
+    }
+
+    /// A missing folder is named, not the random name of a temporary file never made.
+    #[test]
+    fn write_atomic_into_a_missing_folder_names_the_folder() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("missing");
+        let err = write_atomic(&dir.join("x.prom"), "x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!("{}: no such folder", dir.display())),
+            "{err}"
+        );
+        assert!(!err.contains(".x.prom."), "{err}");
     }
 
     #[test]

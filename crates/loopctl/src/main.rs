@@ -95,7 +95,11 @@ fn finish(mut cmd: clap::Command) -> clap::Command {
     }
     cmd.mut_args(|a| {
         let numeric = is_numeric(&a);
+        // `-1s` is no number to clap: a duration takes any value starting with a hyphen.
+        let duration =
+            a.get_value_parser().type_id() == std::any::TypeId::of::<std::time::Duration>();
         a.allow_negative_numbers(numeric)
+            .allow_hyphen_values(duration)
     })
     .mut_subcommands(finish)
 }

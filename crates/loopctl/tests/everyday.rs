@@ -243,6 +243,14 @@ fn numeric_flags_refuse_bad_values_with_a_usage_error() {
             vec!["replay", healthy, "--threads", "x"],
             "\"x\" is not a whole number (it must be from 1 to 256)",
         ),
+        (
+            vec!["tail", healthy, "-n", "-1"],
+            "-1 is out of range: it must be at least 0",
+        ),
+        (
+            vec!["serve", healthy, "--rescan", "-1s"],
+            "-1s is out of range: a duration cannot be negative",
+        ),
     ] {
         let err = text(&run(&args).stderr);
         assert!(err.contains(says), "{args:?}: {err}");

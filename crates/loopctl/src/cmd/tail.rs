@@ -53,7 +53,7 @@ pub struct Args {
     /// Start with the last N events of each log (after filters). The lines before them are
     /// read too, not printed and not reported, so seqs are judged as replay judges them: a
     /// line repeating its run's last seq is not printed, so not counted.
-    #[arg(short = 'n', long, value_name = "N")]
+    #[arg(short = 'n', long, value_name = "N", value_parser = super::values::usize_from(0))]
     lines: Option<usize>,
     /// Start with events at or after TIME (RFC 3339) or this long ago (10m, 2h).
     #[arg(long, value_name = "TIME|DURATION")]

@@ -78,6 +78,11 @@ pub fn score_delta(s: &str) -> Result<f64, String> {
 
 /// A duration such as 90s, 30m, 1h30m, or plain seconds.
 pub fn duration(s: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!(
+            "{s} is out of range: a duration cannot be negative"
+        ));
+    }
     humantime::parse_duration(s)
         .or_else(|_| s.parse::<u64>().map(Duration::from_secs).map_err(|_| ()))
         .map_err(|_| format!("{s:?} is not a duration (try 90s, 30m, 1h30m)"))
