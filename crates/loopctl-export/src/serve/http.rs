@@ -62,6 +62,17 @@ fn parse_head(head: &[u8]) -> Option<Head> {
     let mut lines = text.lines();
     let mut parts = lines.next()?.split(' ');
     let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
+    // The absolute form (`GET http://host:9477/metrics`, as proxies send it), which a server
+    // must accept (RFC 9112, 3.2.2): its path is what follows the authority.
+    let target = match target.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => {
+            match rest.find(['/', '?']) {
+                Some(i) if rest[i..].starts_with('/') => &rest[i..],
+                _ => "/",
+            }
+        }
+        _ => target,
+    };
     if parts.next().is_some()
         || !version.starts_with("HTTP/1.")
         || method.is_empty()
@@ -186,8 +197,20 @@ mod tests {
                 accept: "application/openmetrics-text; version=1.0.0".into()
             }
         );
+        for (absolute, path) in [
+            ("http://127.0.0.1:9477/healthz", "/healthz"),
+            ("HTTP://h/metrics?x=1", "/metrics"),
+            ("http://h", "/"),
+            ("http://h?x", "/"),
+        ] {
+            let head = format!("GET {absolute} HTTP/1.1\r\nHost: h\r\n");
+            let h = parse_head(head.as_bytes());
+            assert_eq!(h.map(|h| h.path), Some(path.to_string()), "{absolute}");
+        }
         for bad in [
             &b"GET /metrics"[..],
+            b"GET ftp://h/metrics HTTP/1.1",
+            b"GET ?x HTTP/1.1",
             b"GET metrics HTTP/1.1",
             b"get / HTTP/1.1",
             b"GET / HTTP/2 x",
