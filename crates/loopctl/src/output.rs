@@ -108,6 +108,18 @@ pub fn table(header: &[&str]) -> comfy_table::Table {
     t
 }
 
+/// Writes `bytes` as is (not through the colour-stripping adapter). A reader that went away
+/// (`| head -1`) is no error: the command ends quietly, as `print` does.
+pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("writing to stdout"))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub fn print(text: &str) {
     let mut out = anstream::stdout();
     let _ = out.write_all(text.as_bytes());

@@ -847,3 +847,34 @@ fn export_parquet_writes_a_partition_per_table_and_day_and_a_failure_exits_2() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// `query ... | head -1`: a reader of stdout that went away ends the command quietly with 0,
+/// as every read command does. The reader is closed before the command writes, so every
+/// write meets EPIPE (no race with `head`).
+#[test]
+fn a_closed_stdout_ends_the_analytics_commands_quietly_with_0() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/native-clean");
+    let lake = tempfile::tempdir().unwrap();
+    let lake = lake.path().to_str().unwrap();
+    for args in [
+        &["query", "SELECT * FROM runs"][..],
+        &["query", "SELECT * FROM events", "--format", "ndjson"],
+        &["aggregate"],
+        &["aggregate", "--report", "success-rate", "--format", "csv"],
+        &["export", "parquet", "--out", lake],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_loopctl"))
+            .env_remove("LOOPCTL_ROOT")
+            .env("NO_COLOR", "1")
+            .args(args)
+            .arg(&fixtures)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("error"), "{args:?}: {err}");
+    }
+}

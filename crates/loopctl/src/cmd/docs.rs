@@ -1,7 +1,6 @@
 //! `loopctl completions SHELL` and `loopctl man`: shell completions and man pages, generated
 //! from the same argument definitions the parser uses, so they never drift from the CLI.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -53,12 +52,8 @@ pub fn man(cli: clap::Command, a: ManArgs) -> anyhow::Result<u8> {
     Ok(crate::exit::OK)
 }
 
-/// Writes generated text as is (not through the colour-stripping adapter); a closed pipe
-/// (`| head`) ends quietly.
+/// Generated text, as is; a closed pipe (`| head`) ends quietly.
 fn write_stdout(bytes: &[u8]) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing stdout"),
-        _ => Ok(crate::exit::OK),
-    }
+    crate::output::write_stdout(bytes)?;
+    Ok(crate::exit::OK)
 }

@@ -2,7 +2,7 @@
 //! tables (with a progress bar on a terminal, damaged lines and unreadable files reported),
 //! and printing a frame in the chosen format.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -174,12 +174,7 @@ pub fn tables(c: &Collected) -> anyhow::Result<Tables> {
 fn emit(out: &OutArgs, bytes: &[u8]) -> anyhow::Result<()> {
     match &out.out {
         Some(p) => std::fs::write(p, bytes).with_context(|| format!("writing {}", p.display())),
-        None => {
-            let mut o = std::io::stdout().lock();
-            o.write_all(bytes)
-                .and_then(|()| o.flush())
-                .context("writing to stdout")
-        }
+        None => output::write_stdout(bytes),
     }
 }
 
