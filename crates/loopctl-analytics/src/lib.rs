@@ -69,12 +69,25 @@ pub struct Filter {
     pub wheres: Vec<(String, String)>,
 }
 
-fn matches(df: &DataFrame, wheres: &[(String, String)]) -> Option<Expr> {
-    wheres
-        .iter()
-        .filter(|(k, _)| df.column(k).is_ok())
-        .map(|(k, v)| col(k.as_str()).cast(DataType::String).eq(lit(v.as_str())))
-        .reduce(|a, b| a.and(b))
+/// Every `column=value` of `wheres` whose column `df` has. A number column is compared as a
+/// number (`last_score=1` is 1.0, whose text is "1.0"); any other as text.
+fn matches(df: &DataFrame, wheres: &[(String, String)]) -> Result<Option<Expr>> {
+    let mut all: Option<Expr> = None;
+    for (k, v) in wheres {
+        let Ok(c) = df.column(k) else { continue };
+        let e = if c.dtype().is_primitive_numeric() {
+            let x: f64 = v.trim().parse().map_err(|_| {
+                Error::Usage(format!(
+                    "--where {k}={v}: {k} holds numbers; {v:?} is not one"
+                ))
+            })?;
+            col(k.as_str()).cast(DataType::Float64).eq(lit(x))
+        } else {
+            col(k.as_str()).cast(DataType::String).eq(lit(v.as_str()))
+        };
+        all = Some(all.map_or(e.clone(), |a| a.and(e)));
+    }
+    Ok(all)
 }
 
 fn keep(df: DataFrame, e: Option<Expr>) -> PolarsResult<DataFrame> {
@@ -107,22 +120,51 @@ impl Filter {
         self.since.is_none() && self.until.is_none() && self.wheres.is_empty()
     }
 
+    /// Refuses a `--where` column that none of the tables `needs` reads has: it would filter
+    /// nothing the output shows (`phase=x` over a report of runs). The error lists the columns
+    /// that can be used.
+    pub fn check(&self, needs: &Needs) -> Result<()> {
+        let empty = Tables::empty()?;
+        let read: Vec<(&str, &DataFrame)> = [
+            ("runs", needs.runs.is_some(), &empty.runs),
+            ("phases", needs.phases.is_some(), &empty.phases),
+            ("events", needs.events.is_some(), &empty.events),
+        ]
+        .into_iter()
+        .filter_map(|(name, read, df)| read.then_some((name, df)))
+        .collect();
+        let mut usable: Vec<&str> = Vec::new();
+        for (_, df) in &read {
+            for c in df.get_column_names() {
+                if !usable.contains(&c.as_str()) {
+                    usable.push(c.as_str());
+                }
+            }
+        }
+        match self
+            .wheres
+            .iter()
+            .find(|(k, _)| !usable.contains(&k.as_str()))
+        {
+            None => Ok(()),
+            Some((k, _)) => {
+                let tables: Vec<&str> = read.iter().map(|(name, _)| *name).collect();
+                Err(Error::Usage(format!(
+                    "--where {k}=...: no column {k:?} in what this output reads ({}); the columns: {}",
+                    tables.join(", "),
+                    usable.join(", ")
+                )))
+            }
+        }
+    }
+
     pub fn apply(&self, t: Tables) -> Result<Tables> {
         if self.is_empty() {
             return Ok(t);
         }
-        for (k, _) in &self.wheres {
-            if [&t.runs, &t.phases, &t.events]
-                .iter()
-                .all(|d| d.column(k).is_err())
-            {
-                return Err(Error::Usage(format!(
-                    "--where {k}=...: no table has a column {k:?} (docs/analytics.md lists them)"
-                )));
-            }
-        }
+        self.check(&Needs::all())?;
         let started = || col("started").cast(DataType::Int64);
-        let mut runs_cond = matches(&t.runs, &self.wheres);
+        let mut runs_cond = matches(&t.runs, &self.wheres)?;
         if let Some(s) = self.since {
             let c = started().gt_eq(lit(s));
             runs_cond = Some(runs_cond.map_or(c.clone(), |a| a.and(c)));
@@ -151,8 +193,8 @@ impl Filter {
                 })
                 .collect()
         };
-        let phases_cond = matches(&t.phases, &not_runs);
-        let events_cond = matches(&t.events, &not_runs);
+        let phases_cond = matches(&t.phases, &not_runs)?;
+        let events_cond = matches(&t.events, &not_runs)?;
         Ok(Tables {
             phases: keep(of_runs(t.phases, &ids)?, phases_cond)?,
             events: keep(of_runs(t.events, &ids)?, events_cond)?,

@@ -878,3 +878,81 @@ fn a_closed_stdout_ends_the_analytics_commands_quietly_with_0() {
         assert!(!err.contains("error"), "{args:?}: {err}");
     }
 }
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+/// `--where` on a column the output does not read filters nothing it shows: an error naming
+/// the column and listing the usable ones, before any log is read.
+#[test]
+fn a_where_column_the_output_does_not_read_is_an_error_listing_the_usable_ones() {
+    let out = loopctl()
+        .args([
+            "aggregate",
+            "--where",
+            "phase=NOPE",
+            "--report",
+            "success-rate",
+        ])
+        .arg(fixtures())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"phase\""), "{err}");
+    assert!(err.contains("run_id, loop, status"), "{err}");
+    assert!(!err.contains("warning"), "logs were read: {err}");
+    // The summary reads no events: an events column is refused too.
+    let out = loopctl()
+        .args(["aggregate", "--where", "event=stopped"])
+        .arg(fixtures())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // A phases column where phases are what is grouped is a filter.
+    let rows = json_of(
+        &[
+            "aggregate",
+            "--by",
+            "phase",
+            "--where",
+            "phase=build",
+            "--json",
+        ],
+        &[&fixtures()],
+    );
+    let phases: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["build"]);
+}
+
+/// A number column is compared as a number: 0.50 is 0.5, 3.0 is 3.
+#[test]
+fn a_where_on_a_number_column_compares_numbers() {
+    let loops = |w: &str| -> Vec<String> {
+        let rows = json_of(
+            &["aggregate", "--by", "loop", "--where", w, "--json"],
+            &[&fixtures()],
+        );
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["loop"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(loops("last_score=0.50"), ["tu"]);
+    assert_eq!(loops("last_score=0.5"), ["tu"]);
+    assert_eq!(loops("iterations=3.0"), ["healthy", "stag-a", "stuck"]);
+    let out = loopctl()
+        .args(["aggregate", "--where", "iterations=three"])
+        .arg(fixtures())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("iterations"));
+}

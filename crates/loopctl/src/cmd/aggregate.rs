@@ -29,7 +29,9 @@ Reports (--report NAME):
   slowest          the ten slowest runs
 
 Filters: --since/--until select runs by start time; their phases and events follow. --where
-KEY=VALUE keeps rows whose column KEY (any column of runs, or of phases/events) equals VALUE.
+KEY=VALUE keeps rows whose column KEY equals VALUE (a number column as a number: 1 = 1.0):
+a column of runs, or of the phases or events the output reads; any other column is an error
+that lists the usable ones.
 
 Exit codes: 0 printed (findings, such as damaged lines and seq problems, are reported on
 stderr as file:line: byte N: kind: reason; damaged lines are skipped); 1 under --strict when a
@@ -101,6 +103,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let filter = filter(a.since.as_deref(), a.until.as_deref(), &a.wheres)?;
     // Only what the report (or grouping) reads is built.
     let needs = reports::needs(a.report.as_deref(), &a.by, &a.wheres);
+    // A filter on a column the output does not read is refused before any log is read.
+    filter.check(&needs)?;
     let collected = read_for(ctx, &a.paths, &a.read, needs)?;
     let t = filter.apply(tables(&collected)?)?;
     if !a.by.is_empty() {
