@@ -64,6 +64,8 @@ pub struct Collected {
     pub findings: Vec<LogFinding>,
     /// Files (or roots) that could not be read, with why.
     pub unreadable: Vec<(PathBuf, String)>,
+    /// Logs read that hold no event (empty, or only blank or damaged lines): no row.
+    pub no_event: Vec<PathBuf>,
     pub files: u64,
     pub bytes: u64,
 }
@@ -187,7 +189,11 @@ fn collect_with<P: Split>(
                     // Its size from its lines: a statx per log was a tenth of a large root.
                     out.bytes += extras.end;
                     let runs = runs_of(p);
-                    take_log(&mut out, &mut batch, run, (replay, runs, extras), opts)?
+                    let before = out.runs.len();
+                    take_log(&mut out, &mut batch, run, (replay, runs, extras), opts)?;
+                    if out.runs.len() == before {
+                        out.no_event.push(run.log.clone());
+                    }
                 }
                 Err(e) => out.unreadable.push((run.log.clone(), e.to_string())),
             }

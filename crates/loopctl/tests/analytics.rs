@@ -606,18 +606,16 @@ fn formats_csv_ndjson_and_table() {
 }
 
 #[test]
-fn damaged_lines_are_reported_and_unreadable_files_listed() {
+fn damaged_lines_are_reported_and_a_missing_path_is_an_error() {
     let f = fixture(3);
     let log = f.root.join(&f.runs[0].run_id).join("history.jsonl");
     let mut text = std::fs::read_to_string(&log).unwrap();
     let offset = text.find('\n').unwrap() + 1;
     text.insert_str(offset, "{not json\n");
     std::fs::write(&log, text).unwrap();
-    let missing = f.root.join("nope.jsonl");
     let out = loopctl()
         .args(["aggregate", "--report", "success-rate", "--json"])
         .arg(&f.root)
-        .arg(&missing)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -627,10 +625,6 @@ fn damaged_lines_are_reported_and_unreadable_files_listed() {
         "{err}"
     );
     assert!(err.contains("1 finding(s) in 1 file(s)"), "{err}");
-    assert!(
-        err.contains(&format!("cannot read {}", missing.display())),
-        "{err}"
-    );
     // The damaged line costs nothing else: every run is still counted.
     let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
     let total: u64 = rows
@@ -640,14 +634,17 @@ fn damaged_lines_are_reported_and_unreadable_files_listed() {
         .map(|r| r["runs"].as_u64().unwrap())
         .sum();
     assert_eq!(total, 3);
-    // --strict: an unreadable input is an error.
+    // A path that is no file, folder or run: exit 2, as for `export prometheus`.
+    let missing = f.root.join("nope.jsonl");
     let out = loopctl()
-        .args(["--strict", "aggregate"])
+        .args(["aggregate"])
         .arg(&f.root)
         .arg(&missing)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&missing.display().to_string()), "{err}");
 }
 
 #[test]
@@ -955,4 +952,75 @@ fn a_where_on_a_number_column_compares_numbers() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("iterations"));
+}
+
+/// Inputs as every read command takes them: a log named as FILE that holds no event is said
+/// and exit 1 (the output printed first), a path that is no file, folder or run is exit 2,
+/// and a run id names its run.
+#[test]
+fn an_empty_log_is_exit_1_and_a_missing_path_exit_2_for_every_analytics_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty.jsonl");
+    std::fs::write(&empty, "\n{damaged\n").unwrap();
+    let lake = tmp.path().join("lake");
+    let lake = lake.to_str().unwrap();
+    let commands: [&[&str]; 3] = [
+        &["query", "SELECT count(*) AS n FROM runs", "--json"],
+        &["aggregate", "--report", "success-rate", "--json"],
+        &["export", "parquet", "--json", "--out", lake],
+    ];
+    for args in commands {
+        let out = loopctl().args(args).arg(&empty).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("{}: the log holds no event", empty.display())),
+            "{args:?}: {err}"
+        );
+        assert!(
+            serde_json::from_slice::<Value>(&out.stdout).is_ok(),
+            "{args:?}: the output is printed still"
+        );
+        for missing in ["/nonexist", "no-such-run"] {
+            let out = loopctl()
+                .args(args)
+                .arg(missing)
+                .current_dir(tmp.path())
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?} {missing}: {err}");
+            assert!(err.contains(missing), "{args:?}: {err}");
+        }
+    }
+    // Over a root, a run folder's empty log is no row, not an error; a run id is its run.
+    let root = tmp.path().join("root");
+    std::fs::create_dir_all(root.join("blank")).unwrap();
+    std::fs::write(root.join("blank/history.jsonl"), "").unwrap();
+    let clean = fixtures().join("native-clean");
+    std::fs::create_dir_all(root.join("clean")).unwrap();
+    std::fs::copy(
+        clean.join("history.jsonl"),
+        root.join("clean/history.jsonl"),
+    )
+    .unwrap();
+    let n = json_of(
+        &["query", "SELECT count(*) AS n FROM runs", "--json"],
+        &[&root],
+    );
+    assert_eq!(n[0]["n"], json!(1));
+    let out = loopctl()
+        .args(["--root"])
+        .arg(&root)
+        .args(["query", "SELECT run_id FROM runs", "--json", "clean"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows, json!([{"run_id": "native-clean-20260301-090000"}]));
 }

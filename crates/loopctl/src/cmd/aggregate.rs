@@ -34,8 +34,9 @@ a column of runs, or of the phases or events the output reads; any other column 
 that lists the usable ones.
 
 Exit codes: 0 printed (findings, such as damaged lines and seq problems, are reported on
-stderr as file:line: byte N: kind: reason; damaged lines are skipped); 1 under --strict when a
-log has findings (after the output); 2 error (bad option, unreadable input under --strict).
+stderr as file:line: byte N: kind: reason; damaged lines are skipped); 1 when a log named as
+FILE holds no event, or under --strict when a log has findings (after the output); 2 error
+(bad option, a path that is no file, folder or run, unreadable input under --strict).
 
 Examples:
   loopctl aggregate .loopctl
@@ -43,7 +44,7 @@ Examples:
   loopctl aggregate --by loop --by week --since 30d
   loopctl aggregate --by phase --where loop=fix-tests --json")]
 pub struct Args {
-    /// Roots (folders of run folders), run folders or log files (default: the root).
+    /// Roots (folders of run folders), run folders, log files or run ids (default: the root).
     #[arg(value_name = "ROOT|FILE")]
     paths: Vec<PathBuf>,
     /// Group by these keys (repeat, or comma-separate): `phase` groups phase attempts,

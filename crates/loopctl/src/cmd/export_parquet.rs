@@ -22,14 +22,15 @@ use crate::output;
 /// give the same bytes. docs/analytics.md lists the columns.
 #[derive(ClapArgs)]
 #[command(after_help = "\
-Exit codes: 0 written (findings in the logs are reported on stderr); 1 under --strict when a
-log has findings (after writing); 2 error (cannot write, unreadable input under --strict).
+Exit codes: 0 written (findings in the logs are reported on stderr); 1 when a log named as
+FILE holds no event, or under --strict when a log has findings (after writing); 2 error
+(cannot write, a path that is no file, folder or run, unreadable input under --strict).
 
 Examples:
   loopctl export parquet .loopctl --out lake/
   duckdb -c \"SELECT loop, avg(passed::int) FROM read_parquet('lake/runs/*/*.parquet', hive_partitioning=true) GROUP BY loop\"")]
 pub struct Args {
-    /// Roots (folders of run folders), run folders or log files (default: the root).
+    /// Roots (folders of run folders), run folders, log files or run ids (default: the root).
     #[arg(value_name = "ROOT|FILE")]
     paths: Vec<PathBuf>,
     /// The folder to write the tables under (created when missing).

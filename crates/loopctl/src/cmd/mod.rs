@@ -101,18 +101,23 @@ impl Ctx {
         Ok(vec![P::from(self.root.clone())])
     }
 
-    /// The paths a metrics command's arguments name (`export prometheus`, `serve`): an
+    /// The paths a command over several logs names (`export prometheus`, `serve`, the
+    /// analytics): an
     /// existing path (a root, a run folder, a log file) as it is, else a run id or alias under
     /// the root, as the run's folder or the log file holding it.
-    pub fn paths_or_runs(&self, specs: &[String]) -> anyhow::Result<Vec<PathBuf>> {
+    pub fn paths_or_runs<S: AsRef<Path>>(&self, specs: &[S]) -> anyhow::Result<Vec<PathBuf>> {
         specs
             .iter()
             .map(|spec| {
-                let p = PathBuf::from(spec);
+                let p = spec.as_ref();
                 if p.exists() {
-                    return Ok(p);
+                    return Ok(p.to_path_buf());
                 }
-                let run = self.resolve(Some(spec))?;
+                // Not UTF-8: no run id either.
+                let id = p
+                    .to_str()
+                    .ok_or_else(|| anyhow::anyhow!("no file or folder {}", p.display()))?;
+                let run = self.resolve(Some(id))?;
                 Ok(run.dir.unwrap_or(run.log))
             })
             .collect()

@@ -13,9 +13,10 @@ use super::tables::{OutArgs, ReadArgs, exit_code, print_frame, read_for, tables}
 /// docs/analytics.md lists every column and its type.
 #[derive(ClapArgs)]
 #[command(after_help = "\
-Exit codes: 0 printed (findings in the logs are reported on stderr); 1 under --strict when
-a log has findings (after the output); 2 error (a bad query: polars' message names the
-offending part; an unreadable input under --strict).
+Exit codes: 0 printed (findings in the logs are reported on stderr); 1 when a log named as
+FILE holds no event, or under --strict when a log has findings (after the output); 2 error
+(a bad query: polars' message names the offending part; a path that is no file, folder or
+run; an unreadable input under --strict).
 
 Examples:
   loopctl query \"SELECT loop, count(*) AS runs FROM runs WHERE status = 'failed' GROUP BY loop\"
@@ -24,7 +25,7 @@ Examples:
 pub struct Args {
     /// The query; tables: runs, phases, events.
     sql: String,
-    /// Roots (folders of run folders), run folders or log files (default: the root).
+    /// Roots (folders of run folders), run folders, log files or run ids (default: the root).
     #[arg(value_name = "ROOT|FILE")]
     paths: Vec<PathBuf>,
     #[command(flatten)]

@@ -66,16 +66,18 @@ pub fn read(ctx: &Ctx, paths: &[PathBuf], r: &ReadArgs, events: bool) -> anyhow:
 }
 
 /// Reads every log the paths name (default: the root) into the rows `needs` asks for.
-/// Findings (damaged lines, torn tails, seq problems) are reported as every reader reports
-/// them, damaged lines skipped (`exit_code` says what they mean under --strict); unreadable
-/// files are listed, and are an error under --strict.
+/// A path that does not exist is a run id or alias under the root, else an error, as for
+/// `export prometheus`. Findings (damaged lines, torn tails, seq problems) are reported as
+/// every reader reports them, damaged lines skipped (`exit_code` says what they mean under
+/// --strict, and what a log named as FILE holding no event means); unreadable files are
+/// listed, and are an error under --strict.
 pub fn read_for(
     ctx: &Ctx,
     paths: &[PathBuf],
     r: &ReadArgs,
     needs: Needs,
 ) -> anyhow::Result<Collected> {
-    let paths = ctx.inputs(paths.to_vec())?;
+    let paths = ctx.inputs(ctx.paths_or_runs(paths)?)?;
     let (logs, mut bad) = logs_of(&paths);
     if logs.is_empty() && bad.is_empty() && !paths.is_empty() {
         let named: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
@@ -114,6 +116,10 @@ pub fn read_for(
         anyhow::bail!("{} input(s) could not be read (--strict)", bad.len());
     }
     c.unreadable = bad;
+    // Only a log named as FILE holding no event is said (as `export prometheus` does): a
+    // root's empty run folders are runs with no row.
+    c.no_event
+        .retain(|log| paths.iter().any(|p| p == log && p.is_file()));
     Ok(c)
 }
 
@@ -140,8 +146,12 @@ fn report_findings(c: &Collected) {
     }
 }
 
-/// The exit code once the output is printed: findings under `--strict` are exit 1.
+/// The exit code once the output is printed: a log named as FILE that holds no event is said
+/// and exit 1, as findings under `--strict` are.
 pub fn exit_code(ctx: &Ctx, c: &Collected) -> u8 {
+    for log in &c.no_event {
+        super::no_event(log);
+    }
     let strict_findings = ctx.strict && !c.findings.is_empty();
     if strict_findings {
         output::error(&format!(
@@ -149,7 +159,7 @@ pub fn exit_code(ctx: &Ctx, c: &Collected) -> u8 {
             c.findings.len()
         ));
     }
-    exit::of_reading(false, false, strict_findings)
+    exit::of_reading(false, !c.no_event.is_empty(), strict_findings)
 }
 
 /// A bar over `total` bytes on a terminal; hidden when `quiet` or stderr is not a terminal.
