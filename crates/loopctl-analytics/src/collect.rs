@@ -247,7 +247,14 @@ fn take_log(
             }
             RunFold::Lean(l) => (l.facts(), None),
         };
-        let r = run_row(state, &facts, stagnation.flatten(), &extra, &source);
+        let r = run_row(
+            state,
+            &facts,
+            stagnation.flatten(),
+            &extra,
+            &source,
+            &run.name,
+        );
         if opts.needs.phases.is_some() {
             match &fold {
                 RunFold::Full(t) => phase_rows(&r, t, scores, &mut batch.phases),
@@ -282,6 +289,7 @@ fn run_row(
     stagnation: Option<String>,
     x: &RunExtra,
     source: &str,
+    log_name: &str,
 ) -> RunRow {
     let started = s.created_at.or(t.first_ts).map(|ts| ts.millis());
     let ended = if s.is_terminal() {
@@ -304,7 +312,7 @@ fn run_row(
         Some(s.tokens.output).filter(|_| s.tokens.output > 0 || usage.output_tokens.is_some());
     RunRow {
         run_id: s.run_id.clone(),
-        loop_name: s.task_alias.clone(),
+        loop_name: s.loop_label(log_name).to_string(),
         status: s.status.as_str(),
         exit_reason: s
             .exit_reason

@@ -49,7 +49,7 @@ use lean::Lean;
 use totals::Totals;
 
 pub use labels::{FINISHED_REASONS, finding_label};
-use labels::{event_label, loop_label, loop_label_ref, usage_extras};
+use labels::{event_label, usage_extras};
 pub use metric::{Metric, Type};
 
 /// A histogram in stored units: per-bucket (not cumulative) counts, the last for `+Inf`.
@@ -582,7 +582,7 @@ impl MetricState {
             apply_mut_lean(&mut first, ev);
             state.task_alias = first.task_alias;
         }
-        let raw = loop_label(&state, name);
+        let raw = state.loop_label(name).to_string();
         let loop_label = self.admit_loop(raw.clone());
         let mut r = RunMetrics {
             label_number: self.label_number(&loop_label),
@@ -698,8 +698,8 @@ impl MetricState {
         // Admitted again only when what the label is made of changed (admission is monotonic):
         // the alias, set by `run_started` alone (not compared at every event: its text is out
         // of cache by then, in a merged log).
-        if ev.kind == Kind::RunStarted && loop_label_ref(&run.state, source) != run.raw_label {
-            run.raw_label = loop_label_ref(&run.state, source).to_string();
+        if ev.kind == Kind::RunStarted && run.state.loop_label(source) != run.raw_label {
+            run.raw_label = run.state.loop_label(source).to_string();
             let label = self.admit_loop(run.raw_label.clone());
             if label != run.loop_label {
                 if let Some(l) = live.as_deref_mut() {

@@ -119,3 +119,51 @@ fn usage_reads_the_same_in_the_tables_postmortem_and_the_metrics() {
         Some(4000)
     );
 }
+
+/// Every `loop` value a Prometheus export of `path` labels series with.
+fn loop_labels(path: &Path) -> std::collections::BTreeSet<String> {
+    let out = loopctl()
+        .args(["export", "prometheus"])
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split("loop=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next().map(str::to_string))
+        .collect()
+}
+
+/// A run's loop is the metrics' `loop` label (docs/metrics.md): an Avenor run's bare id is
+/// never a loop, the log's name is; stamped ids keep their alias.
+#[test]
+fn each_table_names_a_run_s_loop_as_the_metrics_label_it() {
+    for name in [
+        "avenor-loop",
+        "avenor-abort",
+        "avenor-session",
+        "native-clean",
+        "merged-runs",
+    ] {
+        let path = fixture(name);
+        let want = loop_labels(&path);
+        assert!(!want.is_empty(), "{name}: no loop label");
+        for table in ["runs", "phases", "events"] {
+            let rows = query(&format!("select distinct loop from {table}"), &path);
+            let got: std::collections::BTreeSet<String> = rows
+                .iter()
+                .map(|r| r["loop"].as_str().unwrap().to_string())
+                .collect();
+            // avenor-session has no phase.
+            if table == "runs" || !got.is_empty() {
+                assert_eq!(got, want, "{name}: {table}");
+            }
+        }
+    }
+    let rows = query("select run_id, loop from runs", &fixture("avenor-loop"));
+    assert_eq!(
+        rows,
+        [serde_json::json!({"run_id": "a3f9c2d1", "loop": "avenor-loop"})]
+    );
+}

@@ -126,6 +126,18 @@ impl RunState {
         (!self.score_history.is_empty() || self.last_score != 0.0).then_some(self.last_score)
     }
 
+    /// The run's loop, one rule for the metrics' `loop` label and the analytics' `loop` column
+    /// (docs/metrics.md): its alias when the run id names one (a stamped id, `task_alias`),
+    /// else `log`, the name of the log it is in (its folder, or a log file's stem), so that a
+    /// bare id (Avenor's, a session id) never names a loop.
+    pub fn loop_label<'a>(&'a self, log: &'a str) -> &'a str {
+        if self.task_alias != self.run_id || log.is_empty() {
+            &self.task_alias
+        } else {
+            log
+        }
+    }
+
     /// The quality phase (`A`, `B`), if the run has one: an event named it, or the run's
     /// criteria have phases. Avenor and runner loops without criteria have none.
     pub fn quality_phase(&self) -> Option<&str> {

@@ -109,21 +109,6 @@ pub(super) fn kind_label(a: &Attempt) -> &'static str {
     }
 }
 
-/// The `loop` label of a run: its alias when the run id names one (aif-loop's stamped ids,
-/// `task_alias`), else the log's own name (its folder, or its file stem), so that bare ids
-/// (Avenor's, session ids) never become label values.
-pub(super) fn loop_label(s: &RunState, source: &str) -> String {
-    loop_label_ref(s, source).to_string()
-}
-
-pub(super) fn loop_label_ref<'a>(s: &'a RunState, source: &'a str) -> &'a str {
-    if s.task_alias != s.run_id || source.is_empty() {
-        &s.task_alias
-    } else {
-        source
-    }
-}
-
 pub(super) fn event_label(ev: &Event<'_>) -> &'static str {
     ev.kind.name()
 }
