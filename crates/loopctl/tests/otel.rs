@@ -194,6 +194,9 @@ fn avenor_phases_retries_and_usage() {
     assert_tree(&spans);
     let root = roots(&spans)[0];
     assert_eq!(a(root)["loopctl.dialect"], "avenor");
+    // A bare Avenor id names no loop: its folder does, as the metrics' `loop` label.
+    assert_eq!(a(root)["cicd.pipeline.name"], "avenor-loop");
+    assert_eq!(root.name, "RUN avenor-loop");
     // A run never scored has no score (not 0), as `status` shows it.
     assert_eq!(a(root).get("loopctl.score"), None);
     let names: Vec<&str> = spans

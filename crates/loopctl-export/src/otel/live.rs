@@ -60,10 +60,11 @@ impl Live {
             threads: 1,
             ..ReadOptions::default()
         };
-        let run = fold_file(log, &opts, OtelRuns::new(run_id))?
+        let name = loopctl_store::discover::RunRef::file(log).name;
+        let run = fold_file(log, &opts, OtelRuns::new(run_id, &name))?
             .into_runs()
             .remove(run_id)
-            .unwrap_or_else(|| RunSpans::new(run_id));
+            .unwrap_or_else(|| RunSpans::new(run_id, &name));
         let sent = run
             .current_session()
             .map(|i| run.ended_before(i))

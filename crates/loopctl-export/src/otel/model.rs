@@ -142,6 +142,8 @@ struct Extra {
 #[derive(Debug, Clone)]
 pub struct RunSpans {
     run_id: String,
+    /// The name of its log (its folder, or a log file's stem): the loop of a bare id.
+    log: String,
     dialect: Option<Dialect>,
     state: RunState,
     trace: Trace,
@@ -181,9 +183,11 @@ fn run_result(status: Status, reason: &str) -> &'static str {
 }
 
 impl RunSpans {
-    pub fn new(run_id: &str) -> RunSpans {
+    /// Run `run_id` of the log named `log`.
+    pub fn new(run_id: &str, log: &str) -> RunSpans {
         RunSpans {
             run_id: run_id.to_string(),
+            log: log.to_string(),
             dialect: None,
             state: RunState::new(run_id),
             trace: Trace::new(),
@@ -284,12 +288,9 @@ impl RunSpans {
         span_id(&self.run_id, Role::Session, self.sessions[i].key)
     }
 
+    /// The loop, as the metrics' `loop` label and the analytics name it.
     fn loop_name(&self) -> &str {
-        if self.state.task_alias.is_empty() {
-            &self.run_id
-        } else {
-            &self.state.task_alias
-        }
+        self.state.loop_label(&self.log)
     }
 
     /// The session's time span: its first event to its stop, else its last event.
@@ -499,15 +500,18 @@ impl RunSpans {
 #[derive(Debug, Clone, Default)]
 pub struct OtelRuns {
     default_run: String,
+    log: String,
     runs: FxHashMap<String, RunSpans>,
     /// Lines that are no event, for the caller to report (they are skipped).
     damaged: Vec<(Line, Damage)>,
 }
 
 impl OtelRuns {
-    pub fn new(default_run: &str) -> OtelRuns {
+    /// The runs of the log named `log`; a line naming no run is run `default_run`'s.
+    pub fn new(default_run: &str, log: &str) -> OtelRuns {
         OtelRuns {
             default_run: default_run.to_string(),
+            log: log.to_string(),
             runs: FxHashMap::default(),
             damaged: Vec::new(),
         }
@@ -549,7 +553,7 @@ impl OtelRuns {
         if let Some(r) = self.runs.get_mut(key) {
             return r.apply(ev);
         }
-        let mut r = RunSpans::new(key);
+        let mut r = RunSpans::new(key, &self.log);
         r.apply(ev);
         self.runs.insert(key.to_string(), r);
     }
@@ -571,7 +575,7 @@ impl Projection for OtelRuns {
 
 impl Split for OtelRuns {
     fn fork(&self) -> Self {
-        OtelRuns::new(&self.default_run)
+        OtelRuns::new(&self.default_run, &self.log)
     }
     fn join(&mut self, other: Self) {
         self.runs.extend(other.runs);

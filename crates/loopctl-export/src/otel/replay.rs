@@ -46,7 +46,7 @@ pub fn export(
     let mut done = Exported::default();
     for chunk in logs.chunks(LOGS_AT_ONCE) {
         let folded = fold_runs(chunk, opts, |r| {
-            (OtelRuns::new(&r.name), Replay::new(&r.name))
+            (OtelRuns::new(&r.name, &r.name), Replay::new(&r.name))
         });
         for (r, f) in chunk.iter().zip(folded) {
             let (runs, replay) = f?;

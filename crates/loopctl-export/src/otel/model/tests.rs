@@ -3,7 +3,7 @@ use loopctl_core::fold::fold_bytes;
 use super::*;
 
 fn spans_of(log: &str) -> Vec<Span> {
-    let mut p = OtelRuns::new("default");
+    let mut p = OtelRuns::new("default", "default");
     fold_bytes(&mut p, log.as_bytes(), 1 << 20);
     p.into_runs().values().flat_map(RunSpans::spans).collect()
 }
@@ -109,7 +109,7 @@ fn sessions_are_roots_phases_children_with_original_times() {
 #[test]
 fn same_log_same_spans_and_live_sees_each_phase_when_it_ends() {
     assert_eq!(spans_of(RESUMED), spans_of(RESUMED));
-    let mut run = RunSpans::new("demo-20260301-090000");
+    let mut run = RunSpans::new("demo-20260301-090000", "demo");
     let mut live = Vec::new();
     for line in RESUMED.lines() {
         let ev = loopctl_core::parse_line(line).expect("event");
