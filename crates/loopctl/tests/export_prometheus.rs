@@ -85,7 +85,11 @@ fn export_exit_codes_count_every_finding_and_a_log_with_no_event_and_runs_go_by_
     let args = ["export", "prometheus", "--textfile"].map(std::ffi::OsStr::new);
     let (code, _, err) = export(&[&args[..], &[nowhere.as_os_str(), log.as_os_str()]].concat());
     assert_eq!(code, Some(2), "{err}");
-    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    assert_eq!(err.matches("no such folder").count(), 1, "{err}");
+    assert!(
+        err.contains("no/such/folder/loopctl.prom: no such folder"),
+        "{err}"
+    );
     // A folder in the textfile's way: refused, and no temporary file left beside it.
     let folder = tmp.path().join("in-the-way.prom");
     std::fs::create_dir(&folder).unwrap();
