@@ -154,9 +154,15 @@ fn main() -> ExitCode {
         #[cfg(feature = "analytics")]
         Command::Query(a) => cmd::query::run(&ctx, a),
     };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
+    match (result, output::stdout_failure()) {
+        (Ok(_), Some(why)) => {
+            output::error(&format!(
+                "writing to stdout: {why}; the output is incomplete"
+            ));
+            ExitCode::from(exit::ERROR)
+        }
+        (Ok(code), None) => ExitCode::from(code),
+        (Err(e), _) => {
             output::error(&format!("{e:#}"));
             ExitCode::from(exit::ERROR)
         }

@@ -108,22 +108,34 @@ pub fn table(header: &[&str]) -> comfy_table::Table {
     t
 }
 
-/// Writes `bytes` as is (not through the colour-stripping adapter). A reader that went away
-/// (`| head -1`) is no error: the command ends quietly, as `print` does.
-pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(anyhow::Error::new(e).context("writing to stdout"))
-        }
-        _ => Ok(()),
+/// The first failure to write stdout other than its reader going away (a full disk, an I/O
+/// error): the output is incomplete, which `main` says (exit 2) once the command is done.
+static STDOUT_FAILED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Notes a write to stdout that failed. A reader that went away (`| head -1`) is no error: the
+/// command ends quietly.
+fn noted(written: std::io::Result<()>) {
+    if let Err(e) = written
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        let _ = STDOUT_FAILED.set(e.to_string());
     }
+}
+
+/// Why stdout could not be written, if it could not.
+pub fn stdout_failure() -> Option<&'static str> {
+    STDOUT_FAILED.get().map(String::as_str)
+}
+
+/// Writes `bytes` as is (not through the colour-stripping adapter).
+pub fn write_stdout(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    noted(out.write_all(bytes).and_then(|()| out.flush()));
 }
 
 pub fn print(text: &str) {
     let mut out = anstream::stdout();
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
+    noted(out.write_all(text.as_bytes()).and_then(|()| out.flush()));
 }
 
 /// One compact JSON line per item, in order, `write` appending an item's JSON to a buffer:
@@ -234,9 +246,7 @@ fn print_json(text: &[u8]) {
         print(&String::from_utf8_lossy(text));
         return;
     }
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text);
-    let _ = out.flush();
+    write_stdout(text);
 }
 
 /// Pretty JSON, by `print_json`: serde_json's indentation adds only spaces and newlines.

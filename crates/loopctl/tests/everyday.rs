@@ -709,3 +709,55 @@ fn every_command_s_help_has_whole_sentences() {
     }
     assert!(slips.is_empty(), "--help slips:\n{}", slips.join("\n\n"));
 }
+
+/// Output that cannot be written (a full disk: /dev/full) is an error, said after the
+/// command (exit 2), never a silent exit 0 with the output lost; a reader that went away
+/// (`| head -1`, a closed pipe) is not: the command ends quietly with its own code.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_failed_write_to_stdout_is_an_error_and_a_closed_pipe_is_not() {
+    let clean = fixture("native-clean");
+    let clean = clean.to_str().unwrap();
+    for args in [
+        &["list", clean][..],
+        &["list", clean, "--json"],
+        &["status", clean],
+        &["history", clean, "--json"],
+        &["replay", clean],
+        &["check", clean],
+        &["postmortem", clean],
+        &["stagnation", clean],
+        &["export", "prometheus", clean],
+        &["completions", "bash"],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_loopctl"))
+            .env_remove("LOOPCTL_ROOT")
+            .env("NO_COLOR", "1")
+            .args(args)
+            .stdout(full)
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("writing to stdout: No space left on device"),
+            "{args:?}: {err}"
+        );
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_loopctl"))
+            .env_remove("LOOPCTL_ROOT")
+            .env("NO_COLOR", "1")
+            .args(args)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("error"), "{args:?}: {err}");
+    }
+}

@@ -184,7 +184,10 @@ pub fn tables(c: &Collected) -> anyhow::Result<Tables> {
 fn emit(out: &OutArgs, bytes: &[u8]) -> anyhow::Result<()> {
     match &out.out {
         Some(p) => std::fs::write(p, bytes).with_context(|| format!("writing {}", p.display())),
-        None => output::write_stdout(bytes),
+        None => {
+            output::write_stdout(bytes);
+            Ok(())
+        }
     }
 }
 
