@@ -775,3 +775,26 @@ fn json_counts_the_runs_sent() {
     assert_eq!((v["logs"].as_u64(), v["runs"].as_u64()), (Some(2), Some(1)));
     assert_eq!(roots(&r.spans()).len(), 1);
 }
+
+/// A log named as a file that holds no event is said and exits 1, as every read command and
+/// `export prometheus` do; the other logs' spans are sent all the same.
+#[test]
+fn a_log_with_no_event_is_said_and_exits_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty.jsonl");
+    std::fs::write(&empty, "\n").unwrap();
+    let r = Receiver::start();
+    let out = loopctl()
+        .args(["export", "otel", "--endpoint", &r.base])
+        .arg(&empty)
+        .arg(fixture("native-clean"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{}: the log holds no event", empty.display())),
+        "{err}"
+    );
+    assert_eq!(roots(&r.spans()).len(), 1);
+}

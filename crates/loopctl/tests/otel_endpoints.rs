@@ -130,7 +130,7 @@ fn a_silent_collector_is_waited_for_as_long_as_the_timeout_says() {
     };
     assert!(status.success(), "{status:?}");
 
-    for bad in ["ftp://collector:4318", "not a url"] {
+    for bad in ["ftp://collector:4318", "not a url", "http://"] {
         let out = loopctl()
             .args(["serve", "--listen", "127.0.0.1:0", "--otlp-metrics", bad])
             .arg(fixture("native-clean"))
@@ -139,7 +139,7 @@ fn a_silent_collector_is_waited_for_as_long_as_the_timeout_says() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
-        assert!(err.contains("--otlp-metrics"), "{err}");
+        assert!(err.contains("OTLP metrics endpoint"), "{err}");
     }
     let err = export_failing_to("ftp://collector:4318");
     assert!(err.contains("not ftp://"), "{err}");

@@ -158,7 +158,13 @@ impl Config {
                 url.scheme()
             ));
         }
-        if url.host_str().is_none_or(str::is_empty) {
+        // `http:/v1/metrics` (what `http://` becomes with the path appended) parses with
+        // `v1` as its host: the text itself must name one after `//`.
+        let authority = self.url.split_once("://").map_or("", |(_, rest)| rest);
+        if url.host_str().is_none_or(str::is_empty)
+            || authority.starts_with('/')
+            || authority.is_empty()
+        {
             return Err("the URL names no host".into());
         }
         Ok(())
@@ -216,6 +222,15 @@ mod tests {
         assert!(check("ftp://c").unwrap_err().contains("not ftp://"));
         assert!(check("not a url").unwrap_err().contains("not a URL"));
         assert!(check("file:///tmp/x").is_err());
+        for no_host in ["http://", "https://", "http:///v1/metrics"] {
+            assert_eq!(
+                check(no_host),
+                Err("the URL names no host".to_string()),
+                "{no_host}"
+            );
+        }
+        let from_env = Config::resolve(None, env(&[(ENDPOINT, "http://")]));
+        assert!(from_env.check().is_err());
     }
 
     #[test]

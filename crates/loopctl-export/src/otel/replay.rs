@@ -32,6 +32,8 @@ pub struct Exported {
     pub spans: usize,
     /// (log, run id) of runs with no timestamp, which give no span.
     pub untimed: Vec<(PathBuf, String)>,
+    /// Logs with no event.
+    pub empty: Vec<PathBuf>,
 }
 
 /// Folds every log and sends its spans; `finding` hears of each finding about a log, as
@@ -50,6 +52,9 @@ pub fn export(
         });
         for (r, f) in chunk.iter().zip(folded) {
             let (runs, replay) = f?;
+            if runs.run_count() == 0 {
+                done.empty.push(r.log.clone());
+            }
             for f in &replay.finish().findings {
                 finding(&r.log, f);
             }

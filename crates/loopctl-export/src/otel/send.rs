@@ -166,7 +166,7 @@ impl Sender {
             // or its TLS, or a collector that kept silent.
             let silent = (start.elapsed() >= self.timeout).then(|| {
                 format!(
-                    "no answer within {} ms (OTEL_EXPORTER_OTLP_TIMEOUT)",
+                    "no answer within {} ms (the OTLP timeout: OTEL_EXPORTER_OTLP_TIMEOUT)",
                     self.timeout.as_millis()
                 )
             });

@@ -132,6 +132,10 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
 fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
     // A URL that cannot be sent to is said before any log is read.
     let sender = otel::Sender::new(&otel::Config::from_env(a.endpoint.as_deref()))?;
+    // A log named as a file that holds no event is said, as `export prometheus` says it.
+    let files: Vec<PathBuf> = (a.paths.iter().map(PathBuf::from))
+        .filter(|p| p.is_file())
+        .collect();
     let specs: Vec<String> = ctx
         .inputs(a.paths.into_iter().map(PathBuf::from).collect())?
         .iter()
@@ -164,11 +168,21 @@ fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
             sender.url()
         ));
     }
-    if ctx.strict && findings > 0 {
-        output::error(&format!("{findings} finding(s) in the logs (--strict)"));
-        return Ok(exit::FINDINGS);
+    let empty: Vec<&PathBuf> = files.iter().filter(|f| done.empty.contains(f)).collect();
+    for f in &empty {
+        output::warn(&loopctl_core::exit_codes::no_event(
+            &f.display().to_string(),
+        ));
     }
-    Ok(exit::OK)
+    let strict = ctx.strict && findings > 0;
+    if strict {
+        output::error(&format!("{findings} finding(s) in the logs (--strict)"));
+    }
+    Ok(loopctl_core::exit_codes::of_reading(
+        false,
+        !empty.is_empty(),
+        strict,
+    ))
 }
 
 fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {

@@ -149,7 +149,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     if let Some(p) = &cfg.otlp_metrics {
         p.config
             .check()
-            .map_err(|e| anyhow::anyhow!("--otlp-metrics {}: {e}", p.config.url))?;
+            .map_err(|e| anyhow::anyhow!("OTLP metrics endpoint {}: {e}", p.config.url))?;
     }
     let stop = Arc::new(AtomicBool::new(false));
     serve::shutdown_on_signals(&stop)?;
