@@ -358,7 +358,9 @@ fn follow(
         set(&mut feeds, at, (log.clone(), feed));
     }
     for r in &cfg.roots {
-        if r.is_dir() {
+        // A run folder is one log, its subfolders no runs: watched as its log's folder
+        // (below), not with every folder under it.
+        if r.is_dir() && discover::folder_log(r).is_none() {
             follower.watch(r);
         }
     }
