@@ -618,41 +618,6 @@ fn a_log_rewritten_from_its_start_is_read_anew() {
     );
 }
 
-/// A log emptied while served: no line comes to say so, yet its runs go at once, as a fresh
-/// start on the empty log would show them.
-#[test]
-fn a_log_emptied_while_served_loses_its_runs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("gamma");
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("history.jsonl");
-    let id = "gamma-20260101-000000";
-    append(
-        &log,
-        &(event(1, id, "run_started", json!({}))
-            + &event(2, id, "stopped", json!({"reason": "threshold_reached"}))),
-    );
-    let s = Server::start(&[&dir], &[]);
-    let gauge = r#"loopctl_runs{loop="gamma",status="completed"}"#;
-    assert_eq!(value(&s.metrics(), gauge), Some(1.0));
-    assert!(s.get("/api/runs").1.contains(id));
-    std::fs::write(&log, "").unwrap();
-    s.wait_until(
-        |s| value(&s.metrics(), gauge).unwrap_or(0.0) == 0.0,
-        "the emptied log's run to leave the gauge",
-    );
-    let (status, runs) = s.get("/api/runs");
-    assert_eq!(status, 200);
-    assert!(!runs.contains(id), "{runs}");
-    // Written again: read from its start.
-    append(&log, &event(1, id, "run_started", json!({})));
-    let running = r#"loopctl_runs{loop="gamma",status="running"}"#;
-    s.wait_until(
-        |s| value(&s.metrics(), running) == Some(1.0),
-        "the run written again",
-    );
-}
-
 /// `export prometheus` with extra flags; (stdout, stderr).
 fn export_with(paths: &[&Path], flags: &[&str]) -> (String, String) {
     let out = Command::new(cargo_bin("loopctl"))
@@ -850,53 +815,4 @@ fn findings_are_printed_fifty_per_log_and_counted_all() {
     let stop = format!("further findings in {} are not printed", noisy.display());
     assert_eq!(err.matches(&stop).count(), 1, "{err}");
     assert_eq!(value(&s.metrics(), bad), Some(73.0));
-}
-
-/// The inotify watches process `pid` holds (Linux: each is an `inotify wd:` line of its
-/// descriptors' fdinfo).
-#[cfg(target_os = "linux")]
-fn inotify_watches(pid: u32) -> usize {
-    let dir = format!("/proc/{pid}/fdinfo");
-    std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-        .map(|t| t.lines().filter(|l| l.starts_with("inotify wd:")).count())
-        .sum()
-}
-
-/// A log named as a file, or a run folder, is watched in its own folder only: a folder with
-/// thousands of folders under it (a home folder, a checkout) must not get a watch on each.
-/// A root of run folders is watched with its subfolders (new runs appear there).
-#[cfg(target_os = "linux")]
-#[test]
-fn a_log_or_run_folder_is_watched_without_the_folders_under_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("gamma");
-    for i in 0..20 {
-        std::fs::create_dir_all(run.join(format!("sub-{i}/deeper"))).unwrap();
-    }
-    let log = run.join("history.jsonl");
-    append(&log, &event(1, "gamma-1", "run_started", json!({})));
-    let root = tmp.path();
-    for (target, want) in [(&log, 1), (&run, 1), (&root.to_path_buf(), 42)] {
-        let s = Server::start(&[target], &[]);
-        // The watches are set up once the replay is done: until then, fewer.
-        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        let mut seen = inotify_watches(s.child.id());
-        while seen < want && std::time::Instant::now() < end {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            seen = inotify_watches(s.child.id());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        assert_eq!(inotify_watches(s.child.id()), want, "{}", target.display());
-        // Still followed: an append shows in the next scrapes.
-        append(
-            &log,
-            &event(2, "gamma-1", "stopped", json!({"reason": "done"})),
-        );
-        let stopped = r#"loopctl_runs{loop="gamma",status="stopped"}"#;
-        s.wait_until(|s| value(&s.metrics(), stopped) == Some(1.0), "the append");
-        std::fs::write(&log, event(1, "gamma-1", "run_started", json!({}))).unwrap();
-    }
 }

@@ -4,7 +4,7 @@ use clap::{Args as ClapArgs, Subcommand};
 use loopctl_export::{Options, otel, textfile};
 
 use super::Ctx;
-use crate::{exit, output};
+use crate::output;
 
 /// Export what the logs hold: metrics (Prometheus), traces (OpenTelemetry) or the analytics
 /// tables (Parquet).
