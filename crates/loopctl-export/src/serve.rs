@@ -605,7 +605,7 @@ fn handle(s: &mut TcpStream, http: &Http) {
     let head_only = head.method == "HEAD";
     let known = matches!(
         head.path.as_str(),
-        "/metrics" | "/healthz" | "/api/runs" | "/"
+        "/metrics" | "/healthz" | "/api/runs" | "/" | "*"
     );
     if !known {
         let _ = respond(s, 404, "text/plain", b"not found\n", head_only, &[]);

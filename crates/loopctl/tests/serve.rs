@@ -374,6 +374,9 @@ fn bad_requests_are_answered_and_a_slow_client_does_not_stall_a_scrape() {
     assert_eq!(s.request(b"\xff\xfe\r\n\r\n").0, 400);
     assert_eq!(s.request(b"POST /metrics HTTP/1.1\r\n\r\n").0, 405);
     assert_eq!(s.request(b"DELETE /api/runs HTTP/1.1\r\n\r\n").0, 405);
+    assert_eq!(s.request(b"OPTIONS * HTTP/1.1\r\n\r\n").0, 405);
+    let absolute = format!("GET http://{}/healthz HTTP/1.1\r\n\r\n", s.addr);
+    assert_eq!(s.request(absolute.as_bytes()).0, 200);
     assert_eq!(s.get("/nope").0, 404);
     assert_eq!(s.get("/metrics/../etc/passwd").0, 404);
     let mut huge = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();

@@ -65,7 +65,9 @@ fn parse_head(head: &[u8]) -> Option<Head> {
     // The absolute form (`GET http://host:9477/metrics`, as proxies send it), which a server
     // must accept (RFC 9112, 3.2.2): its path is what follows the authority.
     let target = match target.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => {
+        Some((scheme, rest))
+            if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") =>
+        {
             match rest.find(['/', '?']) {
                 Some(i) if rest[i..].starts_with('/') => &rest[i..],
                 _ => "/",
@@ -77,7 +79,8 @@ fn parse_head(head: &[u8]) -> Option<Head> {
         || !version.starts_with("HTTP/1.")
         || method.is_empty()
         || !method.bytes().all(|b| b.is_ascii_uppercase())
-        || !target.starts_with('/')
+        // `*`, the asterisk form, is OPTIONS's alone (answered 405 as any method but GET).
+        || !(target.starts_with('/') || (target == "*" && method == "OPTIONS"))
     {
         return None;
     }
@@ -197,11 +200,17 @@ mod tests {
                 accept: "application/openmetrics-text; version=1.0.0".into()
             }
         );
+        let options = parse_head(b"OPTIONS * HTTP/1.1\r\nHost: h\r\n").unwrap();
+        assert_eq!(
+            (options.method.as_str(), options.path.as_str()),
+            ("OPTIONS", "*")
+        );
         for (absolute, path) in [
             ("http://127.0.0.1:9477/healthz", "/healthz"),
             ("HTTP://h/metrics?x=1", "/metrics"),
             ("http://h", "/"),
             ("http://h?x", "/"),
+            ("https://h/api/runs", "/api/runs"),
         ] {
             let head = format!("GET {absolute} HTTP/1.1\r\nHost: h\r\n");
             let h = parse_head(head.as_bytes());
@@ -211,6 +220,7 @@ mod tests {
             &b"GET /metrics"[..],
             b"GET ftp://h/metrics HTTP/1.1",
             b"GET ?x HTTP/1.1",
+            b"GET * HTTP/1.1",
             b"GET metrics HTTP/1.1",
             b"get / HTTP/1.1",
             b"GET / HTTP/2 x",
