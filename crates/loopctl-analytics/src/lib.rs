@@ -69,21 +69,38 @@ pub struct Filter {
     pub wheres: Vec<(String, String)>,
 }
 
-/// Every `column=value` of `wheres` whose column `df` has. A number column is compared as a
-/// number (`last_score=1` is 1.0, whose text is "1.0"); any other as text.
+/// Every `column=value` of `wheres` whose column `df` has, compared as the column's type: a
+/// number as a number (`last_score=1` is 1.0, whose text is "1.0"), `true`/`false` for a flag,
+/// a time as RFC 3339 (as the tables print it), any other as text. A value the column cannot
+/// hold is a usage error, not a filter that silently matches nothing.
 fn matches(df: &DataFrame, wheres: &[(String, String)]) -> Result<Option<Expr>> {
     let mut all: Option<Expr> = None;
     for (k, v) in wheres {
         let Ok(c) = df.column(k) else { continue };
-        let e = if c.dtype().is_primitive_numeric() {
-            let x: f64 = v.trim().parse().map_err(|_| {
-                Error::Usage(format!(
-                    "--where {k}={v}: {k} holds numbers; {v:?} is not one"
-                ))
-            })?;
-            col(k.as_str()).cast(DataType::Float64).eq(lit(x))
-        } else {
-            col(k.as_str()).cast(DataType::String).eq(lit(v.as_str()))
+        let not = |what: &str| {
+            Error::Usage(format!(
+                "--where {k}={v}: {k} holds {what}; {v:?} is not one"
+            ))
+        };
+        let e = match c.dtype() {
+            t if t.is_primitive_numeric() => {
+                let x: f64 = v.trim().parse().map_err(|_| not("numbers"))?;
+                col(k.as_str()).cast(DataType::Float64).eq(lit(x))
+            }
+            DataType::Boolean => {
+                let b = match v.trim().to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(not("true or false")),
+                };
+                col(k.as_str()).eq(lit(b))
+            }
+            DataType::Datetime(..) => {
+                let ts = loopctl_core::Ts::parse_rfc3339(v.trim())
+                    .ok_or_else(|| not("times (RFC 3339, as 2026-03-01T09:00:00.125Z)"))?;
+                col(k.as_str()).cast(DataType::Int64).eq(lit(ts.millis()))
+            }
+            _ => col(k.as_str()).cast(DataType::String).eq(lit(v.as_str())),
         };
         all = Some(all.map_or(e.clone(), |a| a.and(e)));
     }

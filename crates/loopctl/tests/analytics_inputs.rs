@@ -109,7 +109,7 @@ fn a_where_column_the_output_does_not_read_is_an_error_listing_the_usable_ones()
 
 /// A number column is compared as a number: 0.50 is 0.5, 3.0 is 3.
 #[test]
-fn a_where_on_a_number_column_compares_numbers() {
+fn a_where_compares_as_the_column_s_type() {
     let loops = |w: &str| -> Vec<String> {
         let rows = json_of(
             &["aggregate", "--by", "loop", "--where", w, "--json"],
@@ -131,6 +131,29 @@ fn a_where_on_a_number_column_compares_numbers() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("iterations"));
+    // A time as the tables print it; a flag as true or false.
+    assert_eq!(loops("started=2026-03-01T09:00:00.125Z"), ["native-clean"]);
+    assert_eq!(
+        loops("started=2026-03-01T09:00:00.125Z").len(),
+        loops("started=2026-03-01T10:00:00.125+01:00").len()
+    );
+    assert!(loops("passed=TRUE").contains(&"native-clean".to_string()));
+    assert!(!loops("passed=false").contains(&"native-clean".to_string()));
+    for bad in [
+        "passed=1",
+        "passed=abc",
+        "started=xyz",
+        "started=2026-03-01",
+    ] {
+        let out = loopctl()
+            .args(["aggregate", "--where", bad])
+            .arg(fixtures())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains(&format!("--where {bad}")), "{bad}: {err}");
+    }
 }
 
 /// Inputs as every read command takes them: a log named as FILE that holds no event is said

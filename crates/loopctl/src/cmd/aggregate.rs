@@ -29,9 +29,9 @@ Reports (--report NAME):
   slowest          the ten slowest runs
 
 Filters: --since/--until select runs by start time; their phases and events follow. --where
-KEY=VALUE keeps rows whose column KEY equals VALUE (a number column as a number: 1 = 1.0):
-a column of runs, or of the phases or events the output reads; any other column is an error
-that lists the usable ones.
+KEY=VALUE keeps rows whose column KEY equals VALUE, as the column's type (a number: 1 = 1.0;
+a flag: true or false; a time: RFC 3339, as printed): a column of runs, or of the phases or
+events the output reads; any other column is an error that lists the usable ones.
 
 Exit codes: 0 printed (findings, such as damaged lines and seq problems, are reported on
 stderr as file:line: byte N: kind: reason; damaged lines are skipped); 1 when a log named as
