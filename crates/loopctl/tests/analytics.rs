@@ -5,8 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::{Value, json};
+
+mod common;
+use common::{json_of, loopctl};
 
 /// One phase attempt as the generator wrote it.
 #[derive(Clone)]
@@ -221,22 +223,6 @@ fn generate(root: &Path, runs: usize) -> Vec<Run> {
         });
     }
     out
-}
-
-fn loopctl() -> Command {
-    let mut c = Command::cargo_bin("loopctl").unwrap();
-    c.env_remove("LOOPCTL_ROOT").env("NO_COLOR", "1");
-    c
-}
-
-fn json_of(args: &[&str], paths: &[&Path]) -> Value {
-    let out = loopctl().args(args).args(paths).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn report(name: &str, root: &Path) -> Vec<Value> {

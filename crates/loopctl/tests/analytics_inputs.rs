@@ -5,24 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::{Value, json};
 
-fn loopctl() -> Command {
-    let mut c = Command::cargo_bin("loopctl").unwrap();
-    c.env_remove("LOOPCTL_ROOT").env("NO_COLOR", "1");
-    c
-}
-
-fn json_of(args: &[&str], paths: &[&Path]) -> Value {
-    let out = loopctl().args(args).args(paths).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+mod common;
+use common::{json_of, loopctl, run_to};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
@@ -34,25 +20,26 @@ fn fixtures() -> PathBuf {
 #[test]
 fn a_closed_stdout_ends_the_analytics_commands_quietly_with_0() {
     let clean = fixtures().join("native-clean");
+    let clean = clean.to_str().unwrap();
     let lake = tempfile::tempdir().unwrap();
     let lake = lake.path().to_str().unwrap();
     for args in [
-        &["query", "SELECT * FROM runs"][..],
-        &["query", "SELECT * FROM events", "--format", "ndjson"],
-        &["aggregate"],
-        &["aggregate", "--report", "success-rate", "--format", "csv"],
-        &["export", "parquet", "--out", lake],
+        &["query", "SELECT * FROM runs", clean][..],
+        &["query", "SELECT * FROM events", "--format", "ndjson", clean],
+        &["aggregate", clean],
+        &[
+            "aggregate",
+            "--report",
+            "success-rate",
+            "--format",
+            "csv",
+            clean,
+        ],
+        &["export", "parquet", "--out", lake, clean],
     ] {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_loopctl"))
-            .env_remove("LOOPCTL_ROOT")
-            .env("NO_COLOR", "1")
-            .args(args)
-            .arg(&clean)
-            .stdout(writer)
-            .output()
-            .unwrap();
+        let out = run_to(args, writer);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
         assert!(!err.contains("error"), "{args:?}: {err}");

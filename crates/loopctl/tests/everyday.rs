@@ -2,30 +2,13 @@
 //! man pages, honest exit codes for empty roots and logs, findings in the report (state that
 //! cannot be read: unreadable_state.rs).
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 
-use assert_cmd::Command;
 use loopctl_tests::repo;
 use serde_json::Value;
 
-fn loopctl() -> Command {
-    let mut c = Command::cargo_bin("loopctl").unwrap();
-    c.env_remove("LOOPCTL_ROOT").env("NO_COLOR", "1");
-    c
-}
-
-fn fixture(name: &str) -> PathBuf {
-    repo().join("fixtures").join(name)
-}
-
-fn run(args: &[&str]) -> Output {
-    loopctl().args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{fixture, loopctl, run, run_to, text};
 
 /// The subcommands `loopctl --help` lists.
 fn subcommands() -> Vec<String> {
@@ -730,17 +713,8 @@ fn a_failed_write_to_stdout_is_an_error_and_a_closed_pipe_is_not() {
         &["export", "prometheus", clean],
         &["completions", "bash"],
     ] {
-        let full = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_loopctl"))
-            .env_remove("LOOPCTL_ROOT")
-            .env("NO_COLOR", "1")
-            .args(args)
-            .stdout(full)
-            .output()
-            .unwrap();
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+        let out = run_to(args, full.unwrap());
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(
@@ -749,13 +723,7 @@ fn a_failed_write_to_stdout_is_an_error_and_a_closed_pipe_is_not() {
         );
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_loopctl"))
-            .env_remove("LOOPCTL_ROOT")
-            .env("NO_COLOR", "1")
-            .args(args)
-            .stdout(writer)
-            .output()
-            .unwrap();
+        let out = run_to(args, writer);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
         assert!(!err.contains("error"), "{args:?}: {err}");

@@ -3,29 +3,12 @@
 //! log read (issue 16).
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use assert_cmd::Command;
-use loopctl_tests::repo;
 use serde_json::Value;
 
-fn loopctl() -> Command {
-    let mut c = Command::cargo_bin("loopctl").unwrap();
-    c.env_remove("LOOPCTL_ROOT").env("NO_COLOR", "1");
-    c
-}
-
-fn fixture(name: &str) -> PathBuf {
-    repo().join("fixtures").join(name)
-}
-
-fn run(args: &[&str]) -> Output {
-    loopctl().args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{fixture, loopctl, run, text};
 
 /// A copy of a fixture run folder in a fresh temp dir: (guard, run folder).
 fn run_copy(name: &str) -> (tempfile::TempDir, PathBuf) {

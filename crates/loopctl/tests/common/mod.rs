@@ -5,9 +5,49 @@ pub mod logs;
 pub mod server;
 
 use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
 
 use assert_cmd::Command;
 use serde_json::Value;
+
+/// loopctl, with no LOOPCTL_ROOT of the caller's and no colour.
+pub fn loopctl() -> Command {
+    let mut c = Command::cargo_bin("loopctl").unwrap();
+    c.env_remove("LOOPCTL_ROOT").env("NO_COLOR", "1");
+    c
+}
+
+/// A fixture of the repository (`fixtures/NAME`).
+pub fn fixture(name: &str) -> PathBuf {
+    loopctl_tests::repo().join("fixtures").join(name)
+}
+
+/// `loopctl ARGS`, to its end.
+pub fn run(args: &[&str]) -> Output {
+    loopctl().args(args).output().unwrap()
+}
+
+/// `loopctl ARGS` writing its stdout to `out` (a pipe whose reader is gone, /dev/full).
+pub fn run_to(args: &[&str], out: impl Into<Stdio>) -> Output {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("loopctl"))
+        .env_remove("LOOPCTL_ROOT")
+        .env("NO_COLOR", "1")
+        .args(args)
+        .stdout(out)
+        .output()
+        .unwrap()
+}
+
+/// The stdout, as JSON, of `loopctl ARGS PATHS`, which must succeed.
+pub fn json_of(args: &[&str], paths: &[&Path]) -> Value {
+    let out = loopctl().args(args).args(paths).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
 
 pub struct Sandbox {
     _tmp: tempfile::TempDir,
