@@ -75,6 +75,10 @@ struct Source {
     /// between two looks) no longer has them before `offset`. Checked when the time moves
     /// (file times are coarse: a same-size rewrite within one clock tick goes unseen).
     mark: Vec<u8>,
+    /// The first bytes of the file (up to `TAIL_MARK`, none past the last whole line read): a
+    /// rewrite of the same size that keeps the last bytes (a name changed on every line)
+    /// changes them. Compared length for length.
+    head: Vec<u8>,
     modified: Option<std::time::SystemTime>,
     /// The (up to `TAIL_MARK`) bytes before the end of the last whole line read: what a
     /// writer that cuts or rewrites only the unfinished line after it leaves in place.
@@ -183,6 +187,7 @@ impl Follower {
             count_before: false,
             gone: false,
             mark: Vec::new(),
+            head: Vec::new(),
             whole_mark: Vec::new(),
             modified: None,
         };
@@ -208,6 +213,7 @@ impl Follower {
             s.file = Some(f);
             if let Some(f) = s.file.as_mut() {
                 s.mark = mark_before(f, s.offset).unwrap_or_default();
+                s.head = head_before(f, s.offset).unwrap_or_default();
             }
         }
         self.sources.push(s);
@@ -252,6 +258,7 @@ impl Follower {
             s.file = None;
             s.partial = Vec::new();
             s.mark = Vec::new();
+            s.head = Vec::new();
             s.whole_mark = Vec::new();
             s.gone = true;
         }
@@ -382,7 +389,8 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
         let holds_read = replaced
             && s.offset > 0
             && meta.len() >= s.offset
-            && mark_before(&mut f, s.offset).is_some_and(|m| m == s.mark);
+            && mark_before(&mut f, s.offset).is_some_and(|m| m == s.mark)
+            && head_before(&mut f, s.head.len() as u64).is_some_and(|h| h == s.head);
         if holds_read {
             out(Item::Notice {
                 source: i,
@@ -432,7 +440,8 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
         s.restart();
     } else if meta.modified().ok() != s.modified
         && let Some(f) = s.file.as_mut()
-        && mark_before(f, s.offset).is_some_and(|m| m != s.mark)
+        && (mark_before(f, s.offset).is_some_and(|m| m != s.mark)
+            || head_before(f, s.head.len() as u64).is_some_and(|h| h != s.head))
     {
         out(Item::Notice {
             source: i,
@@ -512,6 +521,14 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
         s.mark
             .extend_from_slice(&buf[n.saturating_sub(TAIL_MARK)..n]);
     }
+    // Until the file's first `TAIL_MARK` bytes are whole lines read: then the head is whole.
+    let whole = s.offset - s.partial.len() as u64;
+    if s.head.len() < TAIL_MARK
+        && (s.head.len() as u64) < whole
+        && let Some(f) = s.file.as_mut()
+    {
+        s.head = head_before(f, whole).unwrap_or_default();
+    }
 }
 
 impl Source {
@@ -554,6 +571,7 @@ impl Source {
         self.count_before = false;
         self.partial.clear();
         self.mark.clear();
+        self.head.clear();
         self.whole_mark.clear();
     }
 }
@@ -576,6 +594,12 @@ fn lines_before(f: &mut File, offset: u64) -> Option<u64> {
         left -= got as u64;
     }
     Some(n)
+}
+
+/// The file's first bytes, up to `TAIL_MARK` and not past `end`; `None` if they cannot be
+/// read.
+fn head_before(f: &mut File, end: u64) -> Option<Vec<u8>> {
+    mark_before(f, end.min(TAIL_MARK as u64))
 }
 
 /// The (up to) `TAIL_MARK` bytes before `offset`; `None` if they cannot be read.

@@ -191,6 +191,18 @@ fn truncation_replacement_and_deletion_are_noticed() {
     std::thread::sleep(Duration::from_millis(30));
     std::fs::write(&p, "x\n").unwrap();
     assert_eq!(lines(&mut f), ["! rewritten", "restarted", "x"]);
+    // Rewritten in place to the same size, its last bytes kept (a name changed on every line
+    // but the last ones): the first bytes tell.
+    let tail = "z".repeat(100);
+    let mut w = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+    w.write_all(format!("{tail}\n").as_bytes()).unwrap();
+    assert_eq!(lines(&mut f), [tail.as_str()]);
+    std::thread::sleep(Duration::from_millis(30));
+    std::fs::write(&p, format!("w\n{tail}\n")).unwrap();
+    assert_eq!(
+        lines(&mut f),
+        ["! rewritten", "restarted", "w", tail.as_str()]
+    );
     // Appends are not rewrites.
     std::fs::OpenOptions::new()
         .append(true)
