@@ -600,6 +600,10 @@ fn until_done_gives_up_on_a_run_whose_runner_is_gone() {
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(err.contains("r will not end: its runner is gone"), "{err}");
+    // The command that continues it works from anywhere, as `status` gives it: the folder's
+    // path, as the run is under no root in use.
+    let resume = format!("`loopctl resume {}` continues it", folder.display());
+    assert!(err.contains(&resume), "{err}");
 
     // A runner holds the lock: tail waits, then takes the stop it writes before letting go.
     let held = std::fs::File::open(&lock).unwrap();

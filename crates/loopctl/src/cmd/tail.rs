@@ -597,9 +597,11 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                 if let Some(code) = done_code(&tail, &files) {
                     return Ok(code.clamp(0, 255) as u8);
                 }
-                for run in tail.abandoned() {
+                for (log, run) in tail.abandoned() {
+                    // Named as `status` names it (with --root when the root is not the default).
+                    let resume = discover::resume_command(&ctx.root, &discover::RunRef::file(&log));
                     output::warn(&format!(
-                        "{run} will not end: its runner is gone (interrupted); `loopctl resume {run}` continues it"
+                        "{run} will not end: its runner is gone (interrupted); `{resume}` continues it"
                     ));
                 }
                 return Ok(crate::exit::FINDINGS);
@@ -653,13 +655,14 @@ impl Tail {
 
     /// The unfinished runs of logs whose runner is gone (a free lock: killed, crashed): they
     /// cannot end until someone resumes or stops them.
-    fn abandoned(&self) -> Vec<String> {
+    /// (log, run id) of the runs that have not ended and whose runner is gone.
+    fn abandoned(&self) -> Vec<(PathBuf, String)> {
         let unfinished = |id: &&String| self.runs.state(id).is_some_and(|s| !s.is_terminal());
         self.logs
             .iter()
             .filter(|l| l.runs.iter().any(|id| unfinished(&id)))
             .filter(|l| loopctl_store::append::liveness(&l.path) == Liveness::Dead)
-            .flat_map(|l| l.runs.iter().filter(unfinished).cloned())
+            .flat_map(|l| (l.runs.iter().filter(unfinished)).map(|id| (l.path.clone(), id.clone())))
             .collect()
     }
 }
