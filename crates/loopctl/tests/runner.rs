@@ -87,6 +87,11 @@ fn abort_is_blocked_exit_5_and_skips_post() {
         (&st["status"], &st["stop"]["reason"]),
         (&json!("stopped"), &json!("architectural issue:|> layering"))
     );
+    // The last line says the label once (it is the stop reason).
+    assert!(
+        err.contains("stopped (architectural issue:|> layering) after"),
+        "{err}"
+    );
 
     // Without a label there is no REASON= line.
     let s = Sandbox::new();

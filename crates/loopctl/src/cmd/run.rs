@@ -367,13 +367,6 @@ fn summary(f: &Finished) {
         loopctl_core::Status::Failed => s.status.as_str().red().to_string(),
         _ => s.status.as_str().yellow().to_string(),
     };
-    let label = f
-        .ending
-        .label
-        .as_deref()
-        .or(s.stop.detail.as_deref())
-        .map(|l| format!(": {l}"))
-        .unwrap_or_default();
     // The stop reason `status` and run.json give (`iteration_limit`, `user_stop`, ...), not the
     // exit reason (`max_iterations`, `cancelled`): one word for one ending.
     let reason = match &f.ending.decided {
@@ -381,6 +374,15 @@ fn summary(f: &Finished) {
         Some(d) => d.reason.as_str(),
         None => f.ending.reason.as_str(),
     };
+    // An abort's label is its stop reason already: said once.
+    let label = f
+        .ending
+        .label
+        .as_deref()
+        .or(s.stop.detail.as_deref())
+        .filter(|l| *l != reason)
+        .map(|l| format!(": {l}"))
+        .unwrap_or_default();
     let _ = writeln!(
         anstream::stderr(),
         "run {} {status} ({}{label}) after {} iteration(s): {} (exit {})",
