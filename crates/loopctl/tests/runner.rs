@@ -251,10 +251,22 @@ fn timeout_kills_the_phase_group_and_writes_timeout_124() {
         (&st["status"], &st["stop"]["reason"]),
         (&json!("failed"), &json!("timeout"))
     );
+    let events = s.events();
+    let fin = &named(&events, "phase_finished")[0]["payload"];
+    assert_eq!(fin["stop_reason"], json!("timeout"));
+    // Said as the run's own cut, not as a crash ("killed by signal 15").
     assert_eq!(
-        named(&s.events(), "phase_finished")[0]["payload"]["stop_reason"],
-        json!("timeout")
+        fin["error"],
+        json!("phase \"slow\" (iteration 1, attempt 1) was stopped at the run's --timeout")
     );
+    let out = s
+        .cmd()
+        .args(["postmortem", "--format", "json"])
+        .output()
+        .unwrap();
+    let pm: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let phases = &pm["timeline"][0]["phases"];
+    assert_eq!(phases[0]["outcome"], json!("timeout"), "{pm}");
 }
 
 fn spawn_run(s: &Sandbox, config: Value) -> Child {

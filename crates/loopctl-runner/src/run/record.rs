@@ -129,6 +129,9 @@ pub(super) fn phase_finished(
             "wrote no output for {} (stagnation.stalled_after_ms) and was stopped",
             humantime::format_duration(at.stall_after.unwrap_or_default())
         ),
+        // The runner's own signal: said as why it was sent, not as a crash.
+        _ if stop_reason == "timeout" => "was stopped at the run's --timeout".into(),
+        _ if stop_reason == "cancelled" => "was stopped: the run was cancelled".into(),
         (Some(c), _) => format!("exited with code {c}"),
         (_, Some(s)) => format!("was killed by signal {s}"),
         _ => "ended".into(),

@@ -183,14 +183,15 @@ impl Attempt {
                 || x.exit_code.is_some_and(|c| c != 0))
     }
 
-    /// `running`, `failed` or `ok`.
+    /// `running`, `failed`, `ok`, or `timeout` / `cancelled` for an attempt the run itself cut
+    /// off (its `--timeout`, a stop or Ctrl-C): no failure of the phase's own.
     pub fn outcome(&self) -> &'static str {
-        if !self.finished {
-            "running"
-        } else if self.failed() {
-            "failed"
-        } else {
-            "ok"
+        match self.explicit().stop_reason.as_deref() {
+            _ if !self.finished => "running",
+            Some("timeout") => "timeout",
+            Some("cancelled") => "cancelled",
+            _ if self.failed() => "failed",
+            _ => "ok",
         }
     }
 
