@@ -233,8 +233,9 @@ impl Follower {
         (0..self.sources.len()).filter(move |&i| !self.sources[i].gone && self.sources[i].id == id)
     }
 
-    /// Whether the file at `path` holds what was read of `source`, as the bytes before its offset
-    /// tell: `source`'s file moved there (an inode number alone may have been reused).
+    /// Whether the file at `path` holds what was read of `source`, as its first bytes and the
+    /// bytes before its offset tell: `source`'s file moved there (an inode number alone may have
+    /// been reused).
     pub fn holds_read(&self, source: usize, path: &Path) -> bool {
         let Some(s) = self.sources.get(source) else {
             return false;
@@ -242,8 +243,7 @@ impl Follower {
         let Ok(mut f) = File::open(path) else {
             return false;
         };
-        f.metadata().is_ok_and(|m| m.len() >= s.offset)
-            && mark_before(&mut f, s.offset).is_some_and(|m| m == s.mark)
+        f.metadata().is_ok_and(|m| m.len() >= s.offset) && holds_marks(&mut f, s) == Some(true)
     }
 
     /// Whether the file of `source` is open (it was there when added, or has appeared since).
@@ -389,8 +389,7 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
         let holds_read = replaced
             && s.offset > 0
             && meta.len() >= s.offset
-            && mark_before(&mut f, s.offset).is_some_and(|m| m == s.mark)
-            && head_before(&mut f, s.head.len() as u64).is_some_and(|h| h == s.head);
+            && holds_marks(&mut f, s) == Some(true);
         if holds_read {
             out(Item::Notice {
                 source: i,
@@ -439,9 +438,8 @@ fn read_source(i: usize, s: &mut Source, out: &mut impl FnMut(Item)) {
         out(Item::Restarted { source: i });
         s.restart();
     } else if meta.modified().ok() != s.modified
-        && let Some(f) = s.file.as_mut()
-        && (mark_before(f, s.offset).is_some_and(|m| m != s.mark)
-            || head_before(f, s.head.len() as u64).is_some_and(|h| h != s.head))
+        && let Some(f) = s.file.as_ref()
+        && holds_marks(&mut &*f, s) == Some(false)
     {
         out(Item::Notice {
             source: i,
@@ -596,14 +594,22 @@ fn lines_before(f: &mut File, offset: u64) -> Option<u64> {
     Some(n)
 }
 
+/// Whether `f` holds, at their places, the first and the last bytes read of `s` (`head`,
+/// `mark`); `None` if they cannot be read.
+fn holds_marks(f: &mut (impl Read + Seek), s: &Source) -> Option<bool> {
+    let last = mark_before(f, s.offset)?;
+    let first = head_before(f, s.head.len() as u64)?;
+    Some(last == s.mark && first == s.head)
+}
+
 /// The file's first bytes, up to `TAIL_MARK` and not past `end`; `None` if they cannot be
 /// read.
-fn head_before(f: &mut File, end: u64) -> Option<Vec<u8>> {
+fn head_before(f: &mut (impl Read + Seek), end: u64) -> Option<Vec<u8>> {
     mark_before(f, end.min(TAIL_MARK as u64))
 }
 
 /// The (up to) `TAIL_MARK` bytes before `offset`; `None` if they cannot be read.
-fn mark_before(f: &mut File, offset: u64) -> Option<Vec<u8>> {
+fn mark_before(f: &mut (impl Read + Seek), offset: u64) -> Option<Vec<u8>> {
     let start = offset.saturating_sub(TAIL_MARK as u64);
     f.seek(SeekFrom::Start(start)).ok()?;
     let mut mark = vec![0u8; (offset - start) as usize];
