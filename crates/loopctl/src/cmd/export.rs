@@ -129,13 +129,20 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     }
 }
 
+/// The logs named as files among `paths`: the ones whose holding no event is said (exit 1),
+/// as every read command says it of a log it is given.
+fn named_files(paths: &[String]) -> Vec<PathBuf> {
+    paths
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .collect()
+}
+
 fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
     // A URL that cannot be sent to is said before any log is read.
     let sender = otel::Sender::new(&otel::Config::from_env(a.endpoint.as_deref()))?;
-    // A log named as a file that holds no event is said, as `export prometheus` says it.
-    let files: Vec<PathBuf> = (a.paths.iter().map(PathBuf::from))
-        .filter(|p| p.is_file())
-        .collect();
+    let files = named_files(&a.paths);
     let specs: Vec<String> = ctx
         .inputs(a.paths.into_iter().map(PathBuf::from).collect())?
         .iter()
@@ -170,9 +177,7 @@ fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
     }
     let empty: Vec<&PathBuf> = files.iter().filter(|f| done.empty.contains(f)).collect();
     for f in &empty {
-        output::warn(&loopctl_core::exit_codes::no_event(
-            &f.display().to_string(),
-        ));
+        super::no_event(f);
     }
     let strict = ctx.strict && findings > 0;
     if strict {
@@ -186,12 +191,7 @@ fn otel(ctx: &Ctx, a: OtelArgs) -> anyhow::Result<u8> {
 }
 
 fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
-    let files: Vec<PathBuf> = a
-        .paths
-        .iter()
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-        .collect();
+    let files = named_files(&a.paths);
     let paths = ctx.inputs(ctx.paths_or_runs(&a.paths)?)?;
     // `ExportError`'s message is whole: its source chain would say it a second time.
     let whole = |e: textfile::ExportError| anyhow::anyhow!("{e}");
@@ -223,9 +223,7 @@ fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
         None => output::print(&text),
     }
     for f in &empty {
-        output::warn(&loopctl_core::exit_codes::no_event(
-            &f.display().to_string(),
-        ));
+        super::no_event(f);
     }
     let strict = ctx.strict && findings > 0;
     if strict {
