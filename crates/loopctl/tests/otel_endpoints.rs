@@ -145,6 +145,40 @@ fn a_silent_collector_is_waited_for_as_long_as_the_timeout_says() {
     assert!(err.contains("not ftp://"), "{err}");
 }
 
+/// A timeout variable that holds no number is refused before anything is read or sent, naming
+/// it: the default wait would not be what was asked for.
+#[test]
+fn a_timeout_that_is_no_number_is_refused() {
+    let out = loopctl()
+        .args(["export", "otel", "--endpoint", "http://127.0.0.1:9"])
+        .arg(fixture("native-clean"))
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "10s")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("OTEL_EXPORTER_OTLP_TIMEOUT=10s is not a number"),
+        "{err}"
+    );
+
+    let out = loopctl()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(["--otlp-metrics", "http://127.0.0.1:9"])
+        .arg(fixture("native-clean"))
+        .env("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "soon")
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT=soon"),
+        "{err}"
+    );
+}
+
 /// `export otel` of a fixture to `url`, which must fail with exit code 2: its stderr.
 fn export_failing_to(url: &str) -> String {
     let out = loopctl()

@@ -55,6 +55,9 @@ pub struct Config {
     pub resource: Vec<(String, String)>,
     /// How long an export waits for the collector's answer.
     pub timeout: Duration,
+    /// The timeout variable in force holds no number of milliseconds: `check` says so (the
+    /// default would be used silently, unlike what was set).
+    pub timeout_problem: Option<String>,
 }
 
 fn set(env: &impl Fn(&str) -> Option<String>, k: &str) -> Option<String> {
@@ -134,23 +137,34 @@ impl Config {
                     .map(|(_, v)| v.clone())
             })
             .unwrap_or_else(|| "loopctl".into());
-        let timeout = set(&env, signal_timeout)
-            .or_else(|| set(&env, TIMEOUT))
-            .and_then(|ms| ms.trim().parse::<u64>().ok())
-            .filter(|ms| *ms > 0)
-            .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+        let timeout_var = [signal_timeout, TIMEOUT]
+            .into_iter()
+            .find_map(|k| Some((k, set(&env, k)?)));
+        let ms = timeout_var.as_ref().map(|(k, v)| {
+            v.trim().parse::<u64>().map_err(|_| {
+                format!("{k}={v} is not a number of milliseconds (write 10000 for ten seconds)")
+            })
+        });
+        let timeout = match &ms {
+            Some(Ok(ms)) if *ms > 0 => Duration::from_millis(*ms),
+            _ => DEFAULT_TIMEOUT,
+        };
         Config {
             url,
             headers,
             service_name,
             resource,
             timeout,
+            timeout_problem: ms.and_then(Result::err),
         }
     }
 
-    /// Whether the URL is one OTLP/HTTP can be sent to (`http://` or `https://` and a host),
-    /// told before any log is read: else a sentence for the user.
+    /// Whether the URL is one OTLP/HTTP can be sent to (`http://` or `https://` and a host) and
+    /// the timeout variable a number, told before any log is read: else a sentence for the user.
     pub fn check(&self) -> Result<(), String> {
+        if let Some(p) = &self.timeout_problem {
+            return Err(p.clone());
+        }
         let url = reqwest::Url::parse(&self.url).map_err(|e| format!("not a URL ({e})"))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!(
@@ -205,10 +219,22 @@ mod tests {
         assert_eq!(t(&[(TIMEOUT, "2500")]).timeout, Duration::from_millis(2500));
         let both = [(TIMEOUT, "2500"), (METRICS_TIMEOUT, "700")];
         assert_eq!(t(&both).timeout, Duration::from_millis(700));
-        // Another signal's variable is not this one's; nonsense and 0 are the default.
+        // Another signal's variable is not this one's; 0 is the default.
         assert_eq!(t(&[(TRACES_TIMEOUT, "700")]).timeout, DEFAULT_TIMEOUT);
-        assert_eq!(t(&[(TIMEOUT, "soon")]).timeout, DEFAULT_TIMEOUT);
         assert_eq!(t(&[(TIMEOUT, "0")]).timeout, DEFAULT_TIMEOUT);
+        assert_eq!(t(&[(TIMEOUT, "0")]).check(), Ok(()));
+        // Nonsense is refused by `check`, naming the variable in force and its value.
+        let err = t(&[(TIMEOUT, "2500"), (METRICS_TIMEOUT, "10s")]).check();
+        assert!(
+            err.unwrap_err()
+                .starts_with("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT=10s ")
+        );
+        let err = t(&[(TIMEOUT, "soon")]).check();
+        assert!(
+            err.unwrap_err()
+                .starts_with("OTEL_EXPORTER_OTLP_TIMEOUT=soon ")
+        );
+        assert_eq!(t(&[(TRACES_TIMEOUT, "soon")]).check(), Ok(()));
     }
 
     #[test]
