@@ -158,7 +158,7 @@ pub fn for_each_event(
     for_each_piece(path, 0, 0, max_line, |p| match p {
         Piece::Line(pos, raw) | Piece::Unterminated(pos, raw) => {
             let kind = damage_kind(matches!(p, Piece::Line(..)));
-            match decode(pos, raw) {
+            match decode(raw) {
                 LineText::Blank => {}
                 LineText::Text(t) => f(pos, raw, parse_line(t).map_err(|e| (kind, e.to_string()))),
                 LineText::NotUtf8(reason) => f(pos, raw, Err((kind, reason))),

@@ -410,3 +410,39 @@ fn control_characters_in_names_are_escaped_in_human_output() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["run_id"], run_id);
 }
+
+/// Two logs written on Windows (each starting with a byte order mark) joined with `cat`: the
+/// mark before the second log's first line is dropped as the first one is, and that line is
+/// read (no finding; its run keeps what it started with), by every reader.
+#[test]
+fn a_byte_order_mark_before_any_line_is_dropped() {
+    let t = tempfile::tempdir().unwrap();
+    let bom = "\u{feff}";
+    let a = r#"{"ts":"2026-03-02T10:00:00Z","run_id":"a-1","event":"run_started","payload":{"max_iterations":3}}"#;
+    let b = r#"{"ts":"2026-03-02T11:00:00Z","run_id":"b-1","event":"run_started","payload":{"max_iterations":4}}"#;
+    let b_end = r#"{"ts":"2026-03-02T11:05:00Z","run_id":"b-1","event":"stopped","payload":{"reason":"threshold_reached"}}"#;
+    let log = t.path().join("merged.jsonl");
+    std::fs::write(&log, format!("{bom}{a}\n{bom}{b}\r\n{b_end}\n")).unwrap();
+    let log = log.to_str().unwrap();
+
+    let (code, out, err) = run(&["check", log]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = run(&["list", log, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let b = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == "b-1")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(
+        (&b["max_iterations"], &b["status"]),
+        (&4.into(), &"completed".into()),
+        "{b}"
+    );
+    let (code, out, _) = run(&["replay", log, "--run-id", "b-1", "--json"]);
+    assert_eq!(code, 0);
+    let state: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(state["max_iterations"], 4, "{state}");
+}

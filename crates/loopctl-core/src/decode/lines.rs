@@ -24,7 +24,7 @@ pub enum Piece<'b> {
     Unterminated(Pos, &'b [u8]),
 }
 
-/// What a raw line holds once a leading BOM (first line only) and a trailing CR are removed.
+/// What a raw line holds once a leading BOM and a trailing CR are removed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum LineText<'b> {
     Blank,
@@ -33,11 +33,11 @@ pub enum LineText<'b> {
     NotUtf8(String),
 }
 
-pub fn decode(pos: Pos, raw: &[u8]) -> LineText<'_> {
-    let mut b = raw;
-    if pos.offset == 0 {
-        b = b.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(b);
-    }
+/// A line's text. A UTF-8 byte order mark is dropped from the start of any line, not only the
+/// log's first: logs written on Windows start with one, and two of them joined (`cat a b`) hold
+/// one mid-file, before a line as readable as the first.
+pub fn decode(raw: &[u8]) -> LineText<'_> {
+    let mut b = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
     b = b.strip_suffix(b"\r").unwrap_or(b);
     if b.iter().all(u8::is_ascii_whitespace) {
         return LineText::Blank;
@@ -56,21 +56,19 @@ pub fn decode(pos: Pos, raw: &[u8]) -> LineText<'_> {
 }
 
 /// `decode` for a line already known to be UTF-8.
-pub fn decode_str(pos: Pos, text: &str) -> LineText<'_> {
-    decode_str_cr(pos, text, text.ends_with('\r'))
+pub fn decode_str(text: &str) -> LineText<'_> {
+    decode_str_cr(text, text.ends_with('\r'))
 }
 
 /// `decode_str` told whether the line ends with a CR, so that it does not read the line's end
 /// (a reader that found the newline knows; the line's end is often out of cache by now).
-pub fn decode_str_cr(pos: Pos, text: &str, cr: bool) -> LineText<'_> {
+pub fn decode_str_cr(text: &str, cr: bool) -> LineText<'_> {
     debug_assert_eq!(cr, text.ends_with('\r'));
     let mut t = text;
     if cr {
         t = &t[..t.len() - 1];
     }
-    if pos.offset == 0 {
-        t = t.strip_prefix('\u{FEFF}').unwrap_or(t);
-    }
+    t = t.strip_prefix('\u{FEFF}').unwrap_or(t);
     if t.bytes().all(|c| c.is_ascii_whitespace()) {
         LineText::Blank
     } else {
@@ -194,6 +192,17 @@ mod tests {
         }
         sp.finish(&mut emit);
         out
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_dropped_from_any_line() {
+        for line in ["\u{feff}{\"a\":1}", "\u{feff}{\"a\":1}\r"] {
+            assert_eq!(decode(line.as_bytes()), LineText::Text("{\"a\":1}"));
+            assert_eq!(decode_str(line), LineText::Text("{\"a\":1}"));
+        }
+        assert_eq!(decode("\u{feff}  ".as_bytes()), LineText::Blank);
+        // Only at the start: one inside a line is its text.
+        assert_eq!(decode_str("x\u{feff}"), LineText::Text("x\u{feff}"));
     }
 
     #[test]

@@ -102,8 +102,8 @@ impl ChunkTally {
             }
             let decoded = match text {
                 // `at` and `end` are at a newline or an end of the block: char boundaries.
-                Some(s) => decode_str(pos, &s[at - base..end - base]),
-                None => decode(pos, &bytes[at..end]),
+                Some(s) => decode_str(&s[at - base..end - base]),
+                None => decode(&bytes[at..end]),
             };
             let text = match decoded {
                 LineText::Text(text) => text,

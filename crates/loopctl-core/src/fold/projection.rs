@@ -109,8 +109,8 @@ pub fn read_event<'a>(text: &'a str, facts: bool, ev: &mut Event<'a>) -> Result<
 /// has checked it, with whether its last byte is a CR.
 pub fn feed<P: Projection + ?Sized>(p: &mut P, line: Line, raw: &[u8], utf8: Option<(&str, bool)>) {
     let decoded = match utf8 {
-        Some((t, cr)) => decode_str_cr(line.pos, t, cr),
-        None => decode(line.pos, raw),
+        Some((t, cr)) => decode_str_cr(t, cr),
+        None => decode(raw),
     };
     let text = match decoded {
         LineText::Text(t) => t,

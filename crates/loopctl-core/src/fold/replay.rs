@@ -470,12 +470,7 @@ impl Split for Replay {
 /// shard 0, as oversize lines should. With it, the run id it was routed by when that is bytes
 /// of `raw` (`run_key_fast`): an event whose run id is that very slice needs no second look
 /// (`shard_of_event`).
-pub fn route<'r>(
-    default_run: &str,
-    pos: Pos,
-    raw: &'r [u8],
-    shards: u64,
-) -> (u64, Option<&'r [u8]>) {
+pub fn route<'r>(default_run: &str, raw: &'r [u8], shards: u64) -> (u64, Option<&'r [u8]>) {
     if shards <= 1 {
         return (0, None);
     }
@@ -485,7 +480,7 @@ pub fn route<'r>(
             key,
         );
     }
-    let shard = match decode(pos, raw) {
+    let shard = match decode(raw) {
         LineText::Text(t) => match run_key(t) {
             Ok(key) => shard_of(key.as_deref().unwrap_or(default_run), shards),
             Err(_) => 0,

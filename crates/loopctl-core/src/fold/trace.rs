@@ -854,8 +854,8 @@ pub fn traces_from_bytes(default_run: &str, bytes: &[u8]) -> BTreeMap<String, Tr
     let mut t = Traces::new(default_run);
     let mut sp = Splitter::new(crate::decode::lines::DEFAULT_MAX_LINE);
     let mut take = |p: Piece<'_>| {
-        if let Piece::Line(pos, raw) | Piece::Unterminated(pos, raw) = p
-            && let LineText::Text(text) = decode(pos, raw)
+        if let Piece::Line(_, raw) | Piece::Unterminated(_, raw) = p
+            && let LineText::Text(text) = decode(raw)
             && let Ok(ev) = crate::decode::parse_line(text)
         {
             t.apply(&ev);

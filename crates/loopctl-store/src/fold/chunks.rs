@@ -220,11 +220,7 @@ fn route_chunk(bytes: Bytes, start: u64, opts: &ReadOptions, shards: usize) -> R
         let (shard, key) = match kind {
             ItemKind::Oversize => (0, NO_KEY),
             _ => {
-                let pos = Pos {
-                    line: 1 + line,
-                    offset: start + at as u64,
-                };
-                let (shard, key) = route(&opts.default_run, pos, raw, shards as u64);
+                let (shard, key) = route(&opts.default_run, raw, shards as u64);
                 let key = key
                     .and_then(|k| {
                         let from = k.as_ptr() as usize - raw.as_ptr() as usize;
