@@ -250,9 +250,12 @@ impl Runner {
                 let dir = root.join(&id);
                 // A log with no event yet (a runner killed while starting) may be started again.
                 if std::fs::metadata(dir.join(LOG_NAME)).is_ok_and(|m| m.len() > 0) {
+                    let run = RunRef::folder(&dir);
                     return Err(RunnerError::Invalid(format!(
-                        "run {id:?} already exists in {} (`loopctl status {id}` shows it): pick another --run-id, or, if it was interrupted, `loopctl resume {id}` continues it",
-                        dir.display()
+                        "run {id:?} already exists in {} (`{}` shows it): pick another --run-id, or, if it was interrupted, `{}` continues it",
+                        dir.display(),
+                        discover::run_command(root, &run, "status"),
+                        discover::resume_command(root, &run),
                     )));
                 }
                 (id, dir)

@@ -37,7 +37,8 @@ pub struct RunRef {
 }
 
 impl RunRef {
-    fn folder(dir: &Path) -> RunRef {
+    /// The run of the run folder `dir`.
+    pub fn folder(dir: &Path) -> RunRef {
         RunRef {
             name: dir
                 .file_name()

@@ -119,3 +119,42 @@ fn a_refused_loop_file_shows_its_warnings_too() {
     assert!(err.contains("unknown key \"promt\" ignored"), "{err}");
     assert!(err.contains("error: "), "{err}");
 }
+
+/// A run id taken already is refused, and the commands the refusal suggests work as written,
+/// from where it was said (with `--root` for a root that is not the default one).
+#[test]
+fn a_taken_run_id_suggests_commands_that_work() {
+    let s = Sandbox::new();
+    let config = json!({"max_iterations": 1, "loop": [{"name": "a", "run": "true"}]});
+    std::fs::write(s.dir.join("loop.json"), config.to_string()).unwrap();
+    let run = || {
+        loopctl()
+            .current_dir(&s.dir)
+            .args(["--root", "runs"])
+            .args(RUN)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(run().status.code(), Some(0));
+    let out = run();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let suggested: Vec<&str> = err.split('`').skip(1).step_by(2).collect();
+    assert_eq!(suggested.len(), 2, "{err}");
+    assert!(suggested[1].contains(" resume r1"), "{err}");
+    let status = shell_words::split(suggested[0]).unwrap();
+    assert_eq!(status[0], "loopctl", "{err}");
+    let out = loopctl()
+        .current_dir(&s.dir)
+        .args(&status[1..])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("r1"), "{said}");
+}
