@@ -498,3 +498,32 @@ fn the_run_help_example_runs_as_written() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A runner that has not let go of its run within `--wait` (its phase ignores SIGTERM: the
+/// runner kills it 5 s later) makes `stop` say so and exit 1, `result` `still_running`; the
+/// runner then ends the run as stopped.
+#[test]
+fn a_runner_that_holds_on_past_the_wait_is_said_with_exit_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let stubborn = "trap '' TERM; sleep 20";
+    write_loop(
+        dir,
+        "stubborn.json",
+        json!({"max_iterations": 1, "loop": [{"name": "s", "run": stubborn}]}),
+    );
+    let mut a = spawn_run(dir, "stubborn.json", "S");
+    wait_for(&dir.join("root/S/history.jsonl"), "phase_started");
+    let (code, stdout, err) = out(
+        dir,
+        &["--root", "root", "stop", "S", "--json", "--wait", "1"],
+    );
+    assert_eq!(code, 1, "{stdout}{err}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["result"], "still_running", "{v}");
+    assert_eq!(a.wait().unwrap().code(), Some(130));
+    let (code, stdout, _) = out(dir, &["--root", "root", "status", "S", "--json"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["stop"]["reason"], "user_stop", "{v}");
+}

@@ -12,6 +12,8 @@ use crate::output;
 /// Stop a run. A live runner gets SIGTERM: it stops the running phase's process group, records
 /// `user_stop` in the log and exits (sentinel KILLED, 130). A run with no runner (interrupted)
 /// gets a `stopped` event with reason user_stop. A run that already ended is left alone.
+/// Exit 1 when a live runner still holds the run after --wait seconds (it was signalled and
+/// goes on stopping: `loopctl status` tells when it is done).
 #[derive(ClapArgs)]
 #[command(
     after_help = "Examples:\n  loopctl stop                              # the current run (current.json, else the newest)\n  loopctl stop fix-the-tests --reason 'wrong branch'\n  loopctl stop r-20261120-093000 --wait 60 --json"
