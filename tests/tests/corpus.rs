@@ -171,6 +171,14 @@ fn every_vedo_hub_run_recovers_into_a_run_json_that_agrees_with_its_history() {
             v["task"].is_object(),
             "{name}: task is salvaged from the old run.json when the log lacks it"
         );
+        // aif-loop's agent's own fields, in no event, are kept from a readable old file.
+        if let Ok(old) = serde_json::from_slice::<Value>(&before) {
+            for field in ["plan", "prepared_checks", "critique"] {
+                if !old[field].is_null() {
+                    assert_eq!(v[field], old[field], "{name}: {field} kept");
+                }
+            }
+        }
         if name == "acceptance-criteria-verification" {
             assert_eq!(
                 v["status"], "stopped",

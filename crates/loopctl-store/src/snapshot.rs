@@ -303,6 +303,20 @@ pub fn rebuild(
             s.max_iterations = v.as_u64();
             s.max_iterations.is_some()
         });
+        // aif-loop's agent's own fields: no event holds them, so the old file (or the snapshot
+        // the replay continued from) is their only source; said only when taken from it.
+        let agent = [
+            ("plan", &mut s.plan),
+            ("prepared_checks", &mut s.prepared_checks),
+            ("critique", &mut s.critique),
+        ];
+        for (field, slot) in agent {
+            let old = fields.get(field).filter(|v| !v.is_null());
+            if let (None, true, Some(v)) = (&slot, same_run, old) {
+                *slot = Some(v.clone());
+                provenance.push(Provenance { field, source });
+            }
+        }
         if !matches!(own.prior, Prior::Missing | Prior::Unreadable) {
             differences = compare(fields, s);
         }

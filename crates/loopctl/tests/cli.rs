@@ -518,6 +518,61 @@ fn recover_leaves_a_run_json_that_agrees_with_the_log() {
     assert!(text.starts_with("already up to date:"), "{text}");
 }
 
+/// aif-loop's `plan`, `prepared_checks` and `critique` (its agent writes them to run.json; no
+/// event carries them) survive `recover`, said in the report, and stay through a second one
+/// (the snapshot keeps them).
+#[test]
+fn recover_keeps_the_fields_only_aif_loops_agent_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("t");
+    std::fs::create_dir(&run).unwrap();
+    let log = [
+        r#"{"ts":"2026-03-02T10:15:00Z","run_id":"t-20260302-101500","iteration":1,"phase":"A","step":"PLAN","event":"run_started","status":"ok","payload":{"max_iterations":4}}"#,
+        r#"{"ts":"2026-03-02T10:15:20Z","run_id":"t-20260302-101500","iteration":1,"phase":"A","step":"PLAN","event":"plan_created","status":"ok","payload":{"plan":["read","fix"]}}"#,
+    ];
+    std::fs::write(run.join("history.jsonl"), log.join("\n") + "\n").unwrap();
+    let agent = serde_json::json!({
+        "plan": ["read the spec", "fix"], "prepared_checks": {"A": ["x"]}, "critique": {"notes": "n"}
+    });
+    let mut old = serde_json::json!({
+        "run_id": "t-20260302-101500", "task_alias": "t", "status": "running", "iteration": 1,
+        "max_iterations": 4, "phase": "A", "current_step": "INIT", "task": {"prompt": "p"},
+        "criteria": null, "evaluation": null, "stop": {"passed": false, "reason": ""},
+        "last_score": 0, "stagnation_count": 0
+    });
+    old.as_object_mut()
+        .unwrap()
+        .extend(agent.as_object().unwrap().clone());
+    std::fs::write(run.join("run.json"), old.to_string()).unwrap();
+
+    let report: Value = serde_json::from_slice(&stdout_of(&["recover", "--json"], &run)).unwrap();
+    assert_eq!(report["written"], true, "{report}");
+    let said: Vec<&str> = report["provenance"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["source"] == "run.json")
+        .filter_map(|p| p["field"].as_str())
+        .collect();
+    assert_eq!(
+        said,
+        ["task", "plan", "prepared_checks", "critique"],
+        "{report}"
+    );
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    for field in ["plan", "prepared_checks", "critique"] {
+        assert_eq!(written[field], agent[field], "{field}");
+    }
+    assert_eq!(written["current_step"], "PLAN");
+
+    let text = String::from_utf8(stdout_of(&["recover"], &run)).unwrap();
+    assert!(text.starts_with("already up to date:"), "{text}");
+    let again: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    assert_eq!(again, written);
+}
+
 /// Under `--strict`, `recover` refuses before writing when there is a finding (a damaged line,
 /// a damaged run.json): it says what it would write, writes nothing, and exits 1.
 #[test]

@@ -88,7 +88,16 @@ pub struct RunState {
     pub current_step: Option<String>,
     pub task: Option<Value>,
     pub criteria: Option<Value>,
+    /// aif-loop's `plan`, `prepared_checks` and `critique`: its agent writes them to run.json,
+    /// no event carries them. Never set from the log: kept from the run.json a rebuild finds
+    /// (`recover`), and written only when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepared_checks: Option<Value>,
     pub evaluation: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critique: Option<Value>,
     pub stop: Stop,
     pub last_score: f64,
     pub stagnation_count: u64,

@@ -23,7 +23,10 @@ impl RunState {
             current_step,
             task,
             criteria,
+            plan,
+            prepared_checks,
             evaluation,
+            critique,
             stop,
             last_score,
             stagnation_count,
@@ -54,7 +57,15 @@ impl RunState {
         w.key("current_step").opt_string(current_step.as_deref());
         w.key("task").value(task.as_ref());
         w.key("criteria").value(criteria.as_ref());
+        for (k, v) in [("plan", plan), ("prepared_checks", prepared_checks)] {
+            if v.is_some() {
+                w.key(k).value(v.as_ref());
+            }
+        }
         w.key("evaluation").value(evaluation.as_ref());
+        if critique.is_some() {
+            w.key("critique").value(critique.as_ref());
+        }
         w.key("stop").stop(stop);
         w.key("last_score").f64(*last_score);
         w.key("stagnation_count").u64(*stagnation_count);
@@ -351,6 +362,7 @@ mod tests {
                    nums in any::<(u64, Option<u64>, u64, Option<u64>, u64, u64)>(),
                    more in any::<(u64, u64, u64, u64, u64, bool, bool)>(),
                    values in (value(), value(), value()),
+                   agent in (value(), value(), value()),
                    stop in (text(), prop::option::of(text())),
                    score in float(),
                    stamps in (ts(), ts()),
@@ -363,6 +375,7 @@ mod tests {
                 run_id: ids.0, task_alias: ids.1, status, iteration: nums.0,
                 max_iterations: nums.1, phase: ids.2, current_step: ids.3,
                 task: values.0, criteria: values.1, evaluation: values.2,
+                plan: agent.0, prepared_checks: agent.1, critique: agent.2,
                 stop: Stop { passed: more.5, reason: stop.0, detail: stop.1 },
                 last_score: score, stagnation_count: nums.2,
                 created_at: stamps.0, updated_at: stamps.1, last_seq: nums.3, events: nums.4,
