@@ -71,8 +71,22 @@ pub struct Collected {
 }
 
 /// The logs the inputs name: a log file, a run folder (its `history.jsonl`), or a root (every
-/// run folder under it). A path that is none of these is listed as unreadable.
+/// run folder under it). A path that is none of these is listed as unreadable. A log named
+/// twice (a root and a run folder in it, a root given twice or through a link) is read once,
+/// where it is first named: its runs would count twice.
 pub fn logs_of(inputs: &[PathBuf]) -> (Vec<RunRef>, Vec<(PathBuf, String)>) {
+    let (mut runs, bad) = named_logs(inputs);
+    if inputs.len() > 1 {
+        use std::os::unix::fs::MetadataExt;
+        let mut seen = std::collections::HashSet::new();
+        runs.retain(|r| {
+            std::fs::metadata(&r.log).map_or(true, |m| seen.insert((m.dev(), m.ino())))
+        });
+    }
+    (runs, bad)
+}
+
+fn named_logs(inputs: &[PathBuf]) -> (Vec<RunRef>, Vec<(PathBuf, String)>) {
     let mut runs = Vec::new();
     let mut bad = Vec::new();
     for p in inputs {

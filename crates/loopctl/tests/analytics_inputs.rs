@@ -213,3 +213,28 @@ fn an_empty_log_is_exit_1_and_a_missing_path_exit_2_for_every_analytics_command(
     let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rows, json!([{"run_id": "native-clean-20260301-090000"}]));
 }
+
+/// A log named twice (a root and a run folder or log in it, the root twice) is read once:
+/// its runs are not counted twice, by `query` and `aggregate` alike.
+#[test]
+fn a_log_named_twice_is_read_once() {
+    let root_buf = fixtures();
+    let merged_buf = root_buf.join("merged-runs");
+    let log_buf = merged_buf.join("history.jsonl");
+    let (root, merged, log) = (root_buf.as_path(), merged_buf.as_path(), log_buf.as_path());
+    let sql = "SELECT count(*) AS runs, count(DISTINCT run_id) AS ids FROM runs";
+    let once = json_of(&["query", sql, "--json"], &[root]);
+    assert!(once[0]["runs"].as_u64().unwrap() > 2, "{once}");
+    for twice in [
+        &[root, merged][..],
+        &[root, log],
+        &[root, root],
+        &[log, root],
+    ] {
+        let again = json_of(&["query", sql, "--json"], twice);
+        assert_eq!(again, once, "{twice:?}");
+    }
+    let report =
+        |paths: &[&Path]| json_of(&["aggregate", "--report", "success-rate", "--json"], paths);
+    assert_eq!(report(&[root, merged]), report(&[root]));
+}
