@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use loopctl_core::decode::salvage::salvage_object;
 use loopctl_core::fold::replay::Finding;
-use loopctl_core::fold::run_state::fingerprint;
+use loopctl_core::fold::run_state::{LogMark, fingerprint};
 use loopctl_core::{Outcome, RunState};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -116,6 +116,26 @@ fn mark_agrees(log: &Path, s: &RunState) -> Result<bool> {
         && m.fingerprint.as_deref() == Some(&fingerprint(&bytes[..bytes.len() - 1])))
 }
 
+/// Why a snapshot's log mark does not name a line of the log: most often the log was replaced
+/// or cut; a log whose last line lost its newline still ends with the line, one byte short.
+fn mismatch(log: &Path, m: &LogMark) -> Result<String> {
+    let size = std::fs::metadata(log).map_err(io_err(log))?.len();
+    if m.offset == size + 1 && m.len < m.offset && m.fingerprint.is_some() {
+        let line = read_at(log, m.offset - m.len - 1, m.len)?;
+        if m.fingerprint.as_deref() == Some(&fingerprint(&line)) {
+            return Ok(format!(
+                "its log mark names line {}, which ends the log without its newline now (the \
+                 log lost its last byte): the mark is one byte past the end",
+                m.line
+            ));
+        }
+    }
+    Ok(format!(
+        "the line its log mark names (line {}, offset {}) is not in the log",
+        m.line, m.offset
+    ))
+}
+
 /// The bytes of `state`'s run.json (a run of `log`), its log mark fingerprinted: what
 /// `recover` writes for it.
 pub fn run_json_of(log: &Path, state: &RunState) -> Result<String> {
@@ -196,10 +216,7 @@ fn read_prior(log: &Path, path: Option<&Path>) -> Result<PriorFile> {
                     p.snapshot = Some(s);
                 } else {
                     p.prior = Prior::Mismatch;
-                    p.detail = Some(format!(
-                        "the line its log mark names (line {}, offset {}) is not in the log",
-                        s.log.line, s.log.offset
-                    ));
+                    p.detail = Some(mismatch(log, &s.log)?);
                 }
             } else {
                 p.prior = Prior::Foreign;
@@ -463,11 +480,8 @@ fn compare(prior: &Map<String, Value>, s: &RunState) -> Vec<String> {
             }
         })
         .map(|k| {
-            format!(
-                "{k}: run.json has {}, the log says {}",
-                show(prior.get(k)),
-                show(now.get(k))
-            )
+            let (a, b) = show_pair(prior.get(k), now.get(k));
+            format!("{k}: run.json has {a}, the log says {b}")
         })
         .collect();
     let reason = |v: &Value| {
@@ -486,6 +500,29 @@ fn compare(prior: &Map<String, Value>, s: &RunState) -> Vec<String> {
         ));
     }
     out
+}
+
+/// Two values that differ, each shortened as `show` does, but from a little before the first
+/// character where they differ: cut at the same place, two long values would read the same.
+fn show_pair(a: Option<&Value>, b: Option<&Value>) -> (String, String) {
+    let (Some(x), Some(y)) = (a, b) else {
+        return (show(a), show(b));
+    };
+    let (x, y) = (x.to_string(), y.to_string());
+    let same = x.chars().zip(y.chars()).take_while(|(p, q)| p == q).count();
+    // Only when the difference would be cut off.
+    if same < 50 {
+        return (show(a), show(b));
+    }
+    let from = same - 20;
+    let cut = |s: &str| {
+        let tail: String = s.chars().skip(from).collect();
+        match tail.chars().count() > 60 {
+            true => format!("…{}…", tail.chars().take(57).collect::<String>()),
+            false => format!("…{tail}"),
+        }
+    };
+    (cut(&x), cut(&y))
 }
 
 fn show(v: Option<&Value>) -> String {

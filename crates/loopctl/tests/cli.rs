@@ -573,6 +573,34 @@ fn recover_keeps_the_fields_only_aif_loops_agent_writes() {
     assert_eq!(again, written);
 }
 
+/// A log whose last line lost its newline after its run.json was written: `check` says that is
+/// what happened (not "another log"), and shows the two marks where they differ.
+#[test]
+fn check_tells_a_log_that_lost_its_last_newline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("r");
+    copy_dir(&repo().join("fixtures/healthy-native"), &run);
+    let _ = std::fs::remove_file(run.join("run.json"));
+    stdout_of(&["recover"], &run);
+    let log = run.join("history.jsonl");
+    let text = std::fs::read(&log).unwrap();
+    std::fs::write(&log, text.strip_suffix(b"\n").unwrap()).unwrap();
+    let out = loopctl().arg("check").arg(&run).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("ends the log without its newline"), "{said}");
+    let marks = said
+        .lines()
+        .find(|l| l.trim_start().starts_with("log: run.json has"))
+        .unwrap_or_else(|| panic!("{said}"));
+    let (theirs, ours) = marks
+        .split_once("run.json has ")
+        .and_then(|(_, rest)| rest.split_once(", the log says "))
+        .unwrap_or_else(|| panic!("{marks}"));
+    assert_ne!(theirs, ours, "{marks}");
+    assert!(theirs.contains("offset"), "{marks}");
+}
+
 /// Under `--strict`, `recover` refuses before writing when there is a finding (a damaged line,
 /// a damaged run.json): it says what it would write, writes nothing, and exits 1.
 #[test]

@@ -119,7 +119,7 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             Prior::Snapshot if rebuilt.differences.is_empty() => "agrees with the log".into(),
             Prior::Snapshot => "a loopctl snapshot behind the log".into(),
             Prior::Mismatch => format!(
-                "a snapshot of another log: {}",
+                "a snapshot that does not match the log: {}",
                 rebuilt.prior_detail.clone().unwrap_or_default()
             ),
             Prior::Foreign if rebuilt.differences.is_empty() => "agrees with the log".into(),
