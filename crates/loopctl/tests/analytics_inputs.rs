@@ -238,3 +238,21 @@ fn a_log_named_twice_is_read_once() {
         |paths: &[&Path]| json_of(&["aggregate", "--report", "success-rate", "--json"], paths);
     assert_eq!(report(&[root, merged]), report(&[root]));
 }
+
+/// `aggregate` with every report in a format that holds one table is refused before any log is
+/// read: no finding of the logs is said first.
+#[test]
+fn a_one_table_format_for_every_report_is_refused_before_reading() {
+    let damaged = fixtures().join("bad-middle");
+    for format in ["csv", "parquet"] {
+        let out = loopctl()
+            .args(["aggregate", "--format", format])
+            .arg(&damaged)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("hold one table"), "{err}");
+        assert!(!err.contains("bad_line"), "read before refusing: {err}");
+    }
+}

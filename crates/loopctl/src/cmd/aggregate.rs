@@ -106,6 +106,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let needs = reports::needs(a.report.as_deref(), &a.by, &a.wheres);
     // A filter on a column the output does not read is refused before any log is read.
     filter.check(&needs)?;
+    if a.by.is_empty() && a.report.is_none() {
+        a.out.check_many()?;
+    }
     let collected = read_for(ctx, &a.paths, &a.read, needs)?;
     let t = filter.apply(tables(&collected)?)?;
     if !a.by.is_empty() {

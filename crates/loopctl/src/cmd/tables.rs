@@ -52,6 +52,17 @@ impl OutArgs {
     pub fn format(&self) -> Format {
         if self.json { Format::Json } else { self.format }
     }
+
+    /// Whether the format can hold several tables (`print_frames`): refused before any log is
+    /// read when it cannot.
+    pub fn check_many(&self) -> anyhow::Result<()> {
+        match self.format() {
+            Format::Csv | Format::Parquet => anyhow::bail!(
+                "csv and parquet hold one table: name one with --report NAME or --by KEY"
+            ),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Reads every log the paths name (default: the root) into rows; `events` builds the events
@@ -256,9 +267,7 @@ pub fn print_frames(frames: &[(&str, &str, DataFrame)], out: &OutArgs) -> anyhow
             }
             v
         }
-        Format::Csv | Format::Parquet => {
-            anyhow::bail!("csv and parquet hold one table: name one with --report NAME or --by KEY")
-        }
+        Format::Csv | Format::Parquet => return out.check_many(),
     };
     emit(out, &bytes)
 }
