@@ -599,6 +599,15 @@ fn check_tells_a_log_that_lost_its_last_newline() {
         .unwrap_or_else(|| panic!("{marks}"));
     assert_ne!(theirs, ours, "{marks}");
     assert!(theirs.contains("offset"), "{marks}");
+
+    // Recovered, the snapshot of a log that ends without a newline agrees with it.
+    stdout_of(&["recover"], &run);
+    let out = loopctl().arg("check").arg(&run).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("run.json: agrees with the log"), "{said}");
+    let again = String::from_utf8(stdout_of(&["recover"], &run)).unwrap();
+    assert!(again.starts_with("already up to date:"), "{again}");
 }
 
 /// Under `--strict`, `recover` refuses before writing when there is a finding (a damaged line,
