@@ -73,8 +73,10 @@ pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> 
     if state.is_terminal() {
         return Ok(Stopped::AlreadyOver(Box::new(state)));
     }
-    if let Some(why) = foreign(run, &outcome) {
-        return Err(RunnerError::Invalid(why));
+    if let Some(why) = foreign(run, &outcome, "stop") {
+        return Err(RunnerError::Invalid(format!(
+            "{why} (its status stays `running` until that tool records the run's end)"
+        )));
     }
     // A run `loopctl run` made ends as its runner would have ended it: with its sentinel and
     // its event stream's loop end, which whoever waits on them needs.
@@ -117,7 +119,9 @@ pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> 
 /// Why `stop` must not write into `run`'s log, if it must not: a log with no runner lock whose
 /// events are another tool's dialect (aif-loop's agent, an Avenor stream) is that tool's to
 /// end; an event of ours in it would be a second writer nobody coordinates with.
-fn foreign(run: &RunRef, outcome: &Outcome) -> Option<String> {
+/// Why loopctl may not `verb` (stop, resume) the run of `run`'s log, if it may not: a log with
+/// no runner lock whose events are in another tool's dialect is that tool's to write.
+pub(crate) fn foreign(run: &RunRef, outcome: &Outcome, verb: &str) -> Option<String> {
     if liveness(&run.log) != Liveness::Unknown {
         return None;
     }
@@ -131,8 +135,8 @@ fn foreign(run: &RunRef, outcome: &Outcome) -> Option<String> {
     (!others.is_empty()).then(|| {
         format!(
             "{} was written by {} (its events are in that dialect), not by a loopctl runner: \
-             loopctl does not write into another tool's log; stop the run with the tool that writes it \
-             (its status stays `running` until that tool records the run's end)",
+             loopctl does not write into another tool's log; {verb} the run with the tool that \
+             writes it",
             run.log.display(),
             others.join(" and ")
         )

@@ -136,6 +136,40 @@ fn stop_writes_nothing_into_a_log_another_tool_writes() {
     }
 }
 
+/// `resume` of a run another tool wrote (ended or running) is refused before anything is
+/// locked, repaired or written: its run.json holds what only that tool writes.
+#[test]
+fn resume_writes_nothing_into_a_log_another_tool_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, lines, dialect) in [
+        ("aif-loop-clean", usize::MAX, "aif-loop"),
+        ("aif-drift", 4, "aif-loop"),
+        ("avenor-loop", 3, "avenor"),
+    ] {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        let text = fixture_lines(name, lines);
+        std::fs::write(dir.join("history.jsonl"), &text).unwrap();
+        let state = r#"{"run_id":"x","plan":["only the agent knows"],"status":"running"}"#;
+        std::fs::write(dir.join("run.json"), state).unwrap();
+        let (code, _, err) = out(tmp.path(), &["resume", name]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(
+            err.contains(dialect) && err.contains("resume the run with the tool that writes it"),
+            "{name}: {err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("history.jsonl")).unwrap(),
+            text
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("run.json")).unwrap(),
+            state
+        );
+        assert_eq!(files(&dir), ["history.jsonl", "run.json"], "{name}");
+    }
+}
+
 #[test]
 fn stop_of_a_bare_native_log_leaves_a_run_json_check_accepts() {
     let tmp = tempfile::tempdir().unwrap();
