@@ -223,9 +223,11 @@ fn repair_tail(log: &Path, file: &mut File) -> Result<Option<TailRepair>> {
     file.seek(SeekFrom::Start(tail_start))
         .map_err(io_err(log))?;
     file.read_exact(&mut tail).map_err(io_err(log))?;
-    let text = std::str::from_utf8(&tail)
-        .ok()
-        .map(|t| t.trim_end_matches('\r'));
+    // As every reader reads a line (a byte order mark, a CR dropped).
+    let text = match loopctl_core::decode::lines::decode(&tail) {
+        loopctl_core::decode::lines::LineText::Text(t) => Some(t),
+        _ => None,
+    };
     if text.is_some_and(|t| parse_line(t).is_ok()) {
         file.write_all(b"\n").map_err(io_err(log))?;
         file.sync_data().map_err(io_err(log))?;
@@ -286,6 +288,17 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(&log).unwrap(),
             "{\"event\":\"x\"}\n"
+        );
+        drop(_w);
+
+        // An event after a byte order mark (two logs joined) is an event, as readers read it.
+        let joined = "{\"event\":\"x\"}\n\u{feff}{\"event\":\"y\"}\r";
+        std::fs::write(&log, joined).unwrap();
+        let (_w, repair) = LogWriter::open(&log, 1, Fsync::Explicit).unwrap();
+        assert_eq!(repair, Some(TailRepair::Terminated));
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            format!("{joined}\n")
         );
     }
 

@@ -168,7 +168,10 @@ fn state_files(dir: &Path) -> Vec<String> {
     };
     let mut names: Vec<String> = text
         .split(|&b| b == b'\n')
-        .filter_map(|l| std::str::from_utf8(l).ok())
+        .filter_map(|l| match loopctl_core::decode::lines::decode(l) {
+            loopctl_core::decode::lines::LineText::Text(t) => Some(t),
+            _ => None,
+        })
         .filter_map(|l| {
             loopctl_core::decode::reference_parser::run_key(l)
                 .ok()

@@ -514,8 +514,10 @@ pub fn last_change(log: &Path) -> Option<(Ts, bool)> {
     f.seek(SeekFrom::Start(start)).ok()?;
     f.read_to_end(&mut bytes).ok()?;
     let last_event = bytes.rsplit(|&b| b == b'\n').find_map(|line| {
-        let t = std::str::from_utf8(line).ok()?.trim_end_matches('\r');
-        parse_line(t).ok()?.ts
+        match loopctl_core::decode::lines::decode(line) {
+            loopctl_core::decode::lines::LineText::Text(t) => parse_line(t).ok()?.ts,
+            _ => None,
+        }
     });
     if let Some(t) = last_event {
         return Some((t, true));
