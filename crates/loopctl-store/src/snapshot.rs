@@ -338,7 +338,7 @@ pub fn rebuild(
         for (field, slot) in agent {
             let old = fields.get(field).filter(|v| !v.is_null());
             if let (None, true, Some(v)) = (&slot, same_run, old) {
-                *slot = Some(v.clone());
+                *slot = Some(Box::new(v.clone()));
                 provenance.push(Provenance { field, source });
             }
         }
@@ -538,7 +538,7 @@ fn show(v: Option<&Value>) -> String {
         None => "nothing".into(),
         Some(v) => {
             let s = v.to_string();
-            if s.len() > 60 {
+            if s.chars().count() > 60 {
                 format!(
                     "{}…",
                     &s[..s.char_indices().nth(57).map_or(s.len(), |(i, _)| i)]

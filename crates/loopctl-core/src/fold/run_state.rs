@@ -91,13 +91,14 @@ pub struct RunState {
     /// aif-loop's `plan`, `prepared_checks` and `critique`: its agent writes them to run.json,
     /// no event carries them. Never set from the log: kept from the run.json a rebuild finds
     /// (`recover`), and written only when present.
+    /// Boxed: absent from every state the log alone builds (the metrics keep one per run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<Value>,
+    pub plan: Option<Box<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prepared_checks: Option<Value>,
+    pub prepared_checks: Option<Box<Value>>,
     pub evaluation: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub critique: Option<Value>,
+    pub critique: Option<Box<Value>>,
     pub stop: Stop,
     pub last_score: f64,
     pub stagnation_count: u64,

@@ -59,12 +59,12 @@ impl RunState {
         w.key("criteria").value(criteria.as_ref());
         for (k, v) in [("plan", plan), ("prepared_checks", prepared_checks)] {
             if v.is_some() {
-                w.key(k).value(v.as_ref());
+                w.key(k).value(v.as_deref());
             }
         }
         w.key("evaluation").value(evaluation.as_ref());
         if critique.is_some() {
-            w.key("critique").value(critique.as_ref());
+            w.key("critique").value(critique.as_deref());
         }
         w.key("stop").stop(stop);
         w.key("last_score").f64(*last_score);
@@ -375,7 +375,8 @@ mod tests {
                 run_id: ids.0, task_alias: ids.1, status, iteration: nums.0,
                 max_iterations: nums.1, phase: ids.2, current_step: ids.3,
                 task: values.0, criteria: values.1, evaluation: values.2,
-                plan: agent.0, prepared_checks: agent.1, critique: agent.2,
+                plan: agent.0.map(Box::new), prepared_checks: agent.1.map(Box::new),
+                critique: agent.2.map(Box::new),
                 stop: Stop { passed: more.5, reason: stop.0, detail: stop.1 },
                 last_score: score, stagnation_count: nums.2,
                 created_at: stamps.0, updated_at: stamps.1, last_seq: nums.3, events: nums.4,
