@@ -75,28 +75,45 @@ pub struct Collected {
 /// twice (a root and a run folder in it, a root given twice or through a link) is read once,
 /// where it is first named: its runs would count twice.
 pub fn logs_of(inputs: &[PathBuf]) -> (Vec<RunRef>, Vec<(PathBuf, String)>) {
-    let (mut runs, bad) = named_logs(inputs);
-    if inputs.len() > 1 {
-        use std::os::unix::fs::MetadataExt;
-        let mut seen = std::collections::HashSet::new();
-        runs.retain(|r| {
-            std::fs::metadata(&r.log).map_or(true, |m| seen.insert((m.dev(), m.ino())))
-        });
+    let (runs, bad) = named_logs(inputs);
+    if inputs.len() < 2 {
+        return (runs.into_iter().map(|(r, _)| r).collect(), bad);
     }
+    // The copy named as a log or a run folder stands for it (a log named as FILE that holds no
+    // event is said so by that name), else the first.
+    use std::os::unix::fs::MetadataExt;
+    let id = |r: &RunRef| std::fs::metadata(&r.log).ok().map(|m| (m.dev(), m.ino()));
+    let mut keep: std::collections::HashMap<(u64, u64), usize> = Default::default();
+    for (i, (r, named)) in runs.iter().enumerate() {
+        if let Some(k) = id(r) {
+            let first = *keep.entry(k).or_insert(i);
+            if *named && !runs[first].1 {
+                keep.insert(k, i);
+            }
+        }
+    }
+    let runs = runs
+        .into_iter()
+        .enumerate()
+        .filter(|(i, (r, _))| id(r).is_none_or(|k| keep.get(&k) == Some(i)))
+        .map(|(_, (r, _))| r)
+        .collect();
     (runs, bad)
 }
 
-fn named_logs(inputs: &[PathBuf]) -> (Vec<RunRef>, Vec<(PathBuf, String)>) {
+/// Each log the inputs name, with whether it was named itself (a log or a run folder) rather
+/// than found under a root.
+fn named_logs(inputs: &[PathBuf]) -> (Vec<(RunRef, bool)>, Vec<(PathBuf, String)>) {
     let mut runs = Vec::new();
     let mut bad = Vec::new();
     for p in inputs {
         if p.is_file() {
-            runs.push(RunRef::file(p));
+            runs.push((RunRef::file(p), true));
         } else if let Some(log) = discover::folder_log(p) {
-            runs.push(RunRef::file(&log));
+            runs.push((RunRef::file(&log), true));
         } else if p.is_dir() {
             match discover::runs_under(p, true) {
-                Ok(r) => runs.extend(r),
+                Ok(r) => runs.extend(r.into_iter().map(|r| (r, false))),
                 Err(e) => bad.push((p.clone(), e.to_string())),
             }
         } else {
