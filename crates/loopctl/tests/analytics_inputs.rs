@@ -238,15 +238,15 @@ fn a_log_named_twice_is_read_once() {
         |paths: &[&Path]| json_of(&["aggregate", "--report", "success-rate", "--json"], paths);
     assert_eq!(report(&[root, merged]), report(&[root]));
 
-    // A log named as FILE that holds no event is said so, also when its root is named first.
+    // A log named as FILE that holds no event is said so, also when its root is named first
+    // (and spelt otherwise).
     let t = tempfile::tempdir().unwrap();
     let empty = t.path().join("e");
     std::fs::create_dir(&empty).unwrap();
     std::fs::write(empty.join("history.jsonl"), "").unwrap();
     let out = loopctl()
-        .args(["query", sql, "--json"])
-        .arg(t.path())
-        .arg(empty.join("history.jsonl"))
+        .current_dir(t.path())
+        .args(["query", sql, "--json", ".", "e/history.jsonl"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
