@@ -659,3 +659,32 @@ fn ctrl_c_ends_a_following_tail_with_130_or_1_under_strict_with_findings() {
         assert_eq!(status.code(), Some(want), "strict: {strict}");
     }
 }
+
+/// A run whose terminal event ends its log without a newline (ended, as `status` reads it):
+/// `--until-done` takes that event as the log's last line and exits with its code, where it
+/// waited for a newline before; `--no-follow -n N` counts it among the last N.
+#[test]
+fn a_terminal_event_without_its_newline_ends_the_run_for_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("history.jsonl");
+    let text = run_log("r", 2, Some(json!({"reason": "threshold_reached"})));
+    std::fs::write(&log, text.trim_end_matches('\n')).unwrap();
+    let log = log.to_str().unwrap();
+    let mut child = tail_cmd(&["--until-done", "--json", log])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let code = exit_within_10s(&mut child);
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    assert_eq!(code, Some(0));
+    let events = json_lines(&out);
+    assert_eq!(events.last().unwrap()["event"], "stopped", "{events:?}");
+
+    let out = tail_cmd(&["--no-follow", "-n", "2", "--json", log])
+        .output()
+        .unwrap();
+    let events = json_lines(&out.stdout);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[1]["event"], "stopped");
+}

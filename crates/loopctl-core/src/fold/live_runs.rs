@@ -41,6 +41,20 @@ impl LiveRuns {
         self.states.get(run)
     }
 
+    /// Whether folding `ev` into run `run` would leave every run seen ended (`done_code`).
+    pub fn ended_by(&self, run: &str, ev: &Event<'_>) -> bool {
+        if !ev.kind.is_terminal() {
+            return false;
+        }
+        let mut s = self
+            .states
+            .get(run)
+            .cloned()
+            .unwrap_or_else(|| RunState::new(run));
+        apply_mut(&mut s, ev);
+        s.is_terminal() && self.states.iter().all(|(k, o)| k == run || o.is_terminal())
+    }
+
     /// Once every run seen has ended: the exit code of the one that ended last.
     pub fn done_code(&self) -> Option<i32> {
         if self.states.is_empty() || self.states.values().any(|s| !s.is_terminal()) {

@@ -384,11 +384,13 @@ struct Window<'a> {
     starts: VecDeque<Pos>,
     /// Just after the last complete line.
     end: Start,
+    /// The bytes after the last newline are the log's last line (`--no-follow` prints them).
+    whole_tail: bool,
 }
 
 impl Projection for Window<'_> {
     fn event(&mut self, line: Line, ev: &Event<'_>) {
-        if !line.terminated {
+        if !line.terminated && !self.whole_tail {
             return;
         }
         self.lines(line);
@@ -531,7 +533,15 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             next: 0,
         };
         let max_line = ctx.read.max_line;
-        add_log(&mut tail, &mut follower, path, log, first, max_line)?;
+        add_log(
+            &mut tail,
+            &mut follower,
+            path,
+            log,
+            first,
+            max_line,
+            a.no_follow,
+        )?;
         known.insert(path.clone());
     }
     let pump = |tail: &mut Tail, follower: &mut Follower| {
@@ -584,6 +594,13 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
             {
                 return Ok(code.clamp(0, 255) as u8);
             }
+            if a.until_done
+                && !a.no_follow
+                && tail.take_ending_tail(&follower)
+                && let Some(code) = done_code(&tail, &files)
+            {
+                return Ok(code.clamp(0, 255) as u8);
+            }
             if a.until_done && a.no_follow {
                 output::note("the run has not ended (--until-done with --no-follow): exit 1");
                 return Ok(crate::exit::FINDINGS);
@@ -631,7 +648,8 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
                             next: 0,
                         };
                         let max_line = ctx.read.max_line;
-                        add_log(&mut tail, &mut follower, &r.log, log, usize::MAX, max_line)?;
+                        let (log_path, n) = (&r.log, usize::MAX);
+                        add_log(&mut tail, &mut follower, log_path, log, n, max_line, false)?;
                     }
                 }
             }
@@ -643,6 +661,40 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
 }
 
 impl Tail {
+    /// With --until-done: the bytes after a log's last newline, when they are an event that
+    /// leaves every followed run ended (a writer that ended its log without a newline, as
+    /// replay and `status` read it), are taken as the log's last line. Taken only then, so a
+    /// line its writer is still writing is never printed twice.
+    fn take_ending_tail(&mut self, follower: &Follower) -> bool {
+        for item in follower.unterminated() {
+            let Item::Line {
+                source,
+                line,
+                offset,
+                text,
+            } = item
+            else {
+                continue;
+            };
+            let loopctl_core::decode::lines::LineText::Text(t) =
+                loopctl_core::decode::lines::decode(&text)
+            else {
+                continue;
+            };
+            let Ok(ev) = loopctl_core::parse_line(t) else {
+                continue;
+            };
+            let log = &self.logs[source];
+            let key = ev.run_id.as_deref().unwrap_or(&log.name);
+            if log.only.as_deref().is_some_and(|o| o != key) || !self.runs.ended_by(key, &ev) {
+                continue;
+            }
+            self.event(source, Pos { line, offset }, &text, false);
+            return true;
+        }
+        false
+    }
+
     /// `code`, or under `--strict` the findings code when there were findings and nothing
     /// else to say.
     fn exit_code(&self, strict: bool, code: u8) -> u8 {
@@ -685,6 +737,7 @@ fn add_log(
     log: Log,
     first: usize,
     max_line: usize,
+    whole_tail: bool,
 ) -> anyhow::Result<()> {
     let start = if first == usize::MAX {
         Start::Beginning
@@ -696,6 +749,7 @@ fn add_log(
             seqs: HashMap::new(),
             starts: VecDeque::new(),
             end: Start::Beginning,
+            whole_tail,
         };
         fold_prefix(path, u64::MAX, max_line, &mut window)?; // store errors name the file
         window.start()
