@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use loopctl_store::StoreError;
-use loopctl_store::discover::{self, LOG_NAME, RunRef};
+use loopctl_store::discover::{self, RunRef};
 use loopctl_store::fold::{fold_file, fold_runs_batched};
 use loopctl_store::read::{ReadOptions, for_each_piece};
 
@@ -80,8 +80,9 @@ fn logs_with(
     for s in specs {
         if s.is_file() {
             out.push(RunRef::file(s).into());
-        } else if s.join(LOG_NAME).is_file() {
-            out.push(RunRef::file(&s.join(LOG_NAME)).into());
+        } else if let Some(log) = discover::folder_log(s) {
+            // A run folder, its log readable or not (a link to nowhere is said so when read).
+            out.push(RunRef::file(&log).into());
         } else if s.is_dir() {
             out.extend(runs_of(s)?.into_iter().map(LogRef::from));
         } else if s.exists() {
@@ -246,11 +247,25 @@ pub fn replay_with(
     read: &ReadOptions,
     report: &mut impl FnMut(&LogRef, Damage),
 ) -> Result<MetricState, ExportError> {
+    replay_skipping(logs, options, read, report, &mut |_, e| Err(e))
+}
+
+/// `replay_with`, a log that cannot be read handed to `unreadable`: `Ok` skips it (its source
+/// stays, with no run), an error ends the replay with it.
+pub fn replay_skipping(
+    logs: &[LogRef],
+    options: Options,
+    read: &ReadOptions,
+    report: &mut impl FnMut(&LogRef, Damage),
+    unreadable: &mut impl FnMut(&LogRef, ExportError) -> Result<(), ExportError>,
+) -> Result<MetricState, ExportError> {
     let mut m = MetricState::new(options.clone());
     let mut failed = None;
     fold_logs_batched(logs, &options, read, |start, folded| {
         for (log, f) in logs[start..].iter().zip(folded) {
-            if let Err(e) = absorb(&mut m, log, f, &mut |d| report(log, d)) {
+            if let Err(e) = absorb(&mut m, log, f, &mut |d| report(log, d))
+                .or_else(|e| unreadable(log, e).map(|()| None))
+            {
                 failed = Some(e);
                 return false;
             }

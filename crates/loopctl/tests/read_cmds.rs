@@ -446,3 +446,54 @@ fn a_byte_order_mark_before_any_line_is_dropped() {
     let state: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(state["max_iterations"], 4, "{state}");
 }
+
+/// A log under a root that cannot be read (a link to itself) is said and skipped by
+/// `export prometheus` and `stagnation` over the root, as `list` and `serve` go on past it: the
+/// other runs' output stays. Named itself, or under --strict, it is an error (exit 2), and
+/// `export prometheus --strict` writes nothing.
+#[test]
+fn an_unreadable_log_under_a_root_is_skipped_with_a_warning() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    std::fs::create_dir_all(root.join("good")).unwrap();
+    std::fs::create_dir_all(root.join("loop")).unwrap();
+    std::fs::copy(
+        fixture("native-clean").join("history.jsonl"),
+        root.join("good/history.jsonl"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("../loop/history.jsonl", root.join("loop/history.jsonl")).unwrap();
+    let root = root.to_str().unwrap();
+    let folder = format!("{root}/loop");
+
+    let (code, out, err) = run(&["export", "prometheus", root]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("loop/history.jsonl") && err.contains("skipped"),
+        "{err}"
+    );
+    assert!(
+        out.contains("loopctl_runs_started_total{loop=\"native-clean\"} 1"),
+        "{out}"
+    );
+    let (code, out, err) = run(&["--strict", "export", "prometheus", root]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+
+    let (code, out, err) = run(&["stagnation", root]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("skipped"), "{err}");
+    assert!(
+        out.contains("native-clean-20260301-090000 healthy"),
+        "{out}"
+    );
+    assert_eq!(run(&["--strict", "stagnation", root]).0, 2);
+
+    for args in [
+        &["export", "prometheus", &folder][..],
+        &["stagnation", &folder],
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("symbolic link loop"), "{args:?}: {err}");
+    }
+}

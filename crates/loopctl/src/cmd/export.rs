@@ -198,11 +198,33 @@ fn prometheus(ctx: &Ctx, a: PromArgs) -> anyhow::Result<u8> {
     let logs = textfile::maybe_logs(&paths).map_err(whole)?;
     let options = a.series.options()?;
     let mut said = output::Findings::default();
-    let state = textfile::replay_with(&logs, options, &ctx.read, &mut |log, d| {
-        said.warn(&log.log, &loopctl_export::serve::damage_text(&log.log, &d));
-    })
+    // A log found under a root that cannot be read is said and skipped, as `serve` and
+    // `aggregate` skip it (the other loops' series are still written); one named as FILE, or
+    // any under --strict, is an error.
+    let mut skipped = 0;
+    let state = textfile::replay_skipping(
+        &logs,
+        options,
+        &ctx.read,
+        &mut |log, d| {
+            said.warn(&log.log, &loopctl_export::serve::damage_text(&log.log, &d));
+        },
+        &mut |log, e| {
+            let named =
+                |p: &PathBuf| *p == log.log || p.join(loopctl_store::discover::LOG_NAME) == log.log;
+            if paths.iter().any(named) {
+                return Err(e);
+            }
+            output::warn(&format!("{e}; skipped"));
+            skipped += 1;
+            Ok(())
+        },
+    )
     .map_err(whole)?;
     said.finish();
+    if ctx.strict && skipped > 0 {
+        anyhow::bail!("{skipped} log(s) could not be read (--strict): nothing written");
+    }
     let mut state = state;
     for n in state.take_notices() {
         output::note(&n);

@@ -174,7 +174,11 @@ pub fn load_with(ctx: &Ctx, run: RunRef, traces: Traces) -> anyhow::Result<Loade
 /// The runs a RUN argument names: every run under it when it is a root (a folder of run
 /// folders), else the one run it resolves to; with no RUN, the active run. `Err(root)`: a root
 /// that holds no run (no error, as for `list` and `status`).
-fn runs_of(ctx: &Ctx, spec: Option<&str>) -> anyhow::Result<Result<Vec<RunRef>, PathBuf>> {
+/// The runs `spec` names, and whether they were found under a root; the root when it holds
+/// none.
+type Found = (Vec<RunRef>, bool);
+
+fn runs_of(ctx: &Ctx, spec: Option<&str>) -> anyhow::Result<Result<Found, PathBuf>> {
     if let Some(dir) = spec.map(Path::new)
         && dir.is_dir()
         && discover::folder_log(dir).is_none()
@@ -184,12 +188,12 @@ fn runs_of(ctx: &Ctx, spec: Option<&str>) -> anyhow::Result<Result<Vec<RunRef>, 
         if runs.is_empty() {
             return Ok(Err(dir.to_path_buf()));
         }
-        return Ok(Ok(runs));
+        return Ok(Ok((runs, true)));
     }
     if spec.is_none() && ctx.runs()?.is_empty() {
         return Ok(Err(ctx.root.clone()));
     }
-    Ok(Ok(vec![ctx.resolve(spec)?]))
+    Ok(Ok((vec![ctx.resolve(spec)?], false)))
 }
 
 pub use loopctl_store::clock::now;
@@ -251,17 +255,31 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
     let mut reports = Vec::new();
     let mut text = String::new();
     let mut runs = Vec::new();
+    // Per run: found under a root (not named): a log of it that cannot be read is said and
+    // skipped, as `list` and `serve` go on past it; a run named is an error.
+    let mut found_under = Vec::new();
     for spec in specs {
         match runs_of(ctx, spec)? {
-            Ok(found) => runs.extend(found),
+            Ok((found, scanned)) => {
+                found_under.extend(std::iter::repeat_n(scanned, found.len()));
+                runs.extend(found);
+            }
             Err(root) if !a.json => text += &super::no_runs(&root),
             Err(_) => {}
         }
     }
     // Every log read once, the logs spread over the threads.
     let folded = fold_runs(&runs, &ctx.read, lean_projections);
-    for (run, folded) in runs.into_iter().zip(folded) {
-        let loaded = loaded(run, folded)?;
+    let mut skipped = 0;
+    for ((run, folded), scanned) in runs.into_iter().zip(folded).zip(found_under) {
+        let loaded = match (folded, scanned) {
+            (Err(e), true) => {
+                output::warn(&format!("{e}; skipped"));
+                skipped += 1;
+                continue;
+            }
+            (folded, _) => loaded(run, folded)?,
+        };
         findings += loaded.outcome.findings.len();
         if loaded.outcome.runs.is_empty() {
             super::no_event(&loaded.run.log);
@@ -298,6 +316,9 @@ pub fn run(ctx: &Ctx, a: Args) -> anyhow::Result<u8> {
         output::json_pretty(&json!({ "stagnating": any, "config": cfg, "runs": reports }));
     } else {
         output::print(&text);
+    }
+    if ctx.strict && skipped > 0 {
+        anyhow::bail!("{skipped} log(s) could not be read (--strict)");
     }
     let strict_findings = ctx.strict && findings > 0;
     if strict_findings && !any {
