@@ -717,6 +717,11 @@ fn runs_json(http: &Http) -> Vec<u8> {
         let unattributed = source_findings(&m, source).saturating_sub(settled);
         let folder_run = pick_folder_run(states.iter().copied(), &run.name).map(|s| &s.run_id);
         let run_paths = (run.log.as_path(), run.dir.as_deref());
+        // A log with no run may be one that cannot be read: `list` says so, and why.
+        let error = match log_runs {
+            [] => loopctl_store::read::read_error(&run.log),
+            _ => None,
+        };
         for (i, s) in states.into_iter().enumerate() {
             let findings = own(i)
                 + if folder_run == Some(&s.run_id) {
@@ -734,7 +739,7 @@ fn runs_json(http: &Http) -> Vec<u8> {
                 s,
                 findings as usize,
                 run_paths,
-                None,
+                error.as_deref(),
                 (standing, resume.as_deref()),
             )
             .write_json(&mut out);

@@ -91,6 +91,15 @@ pub(crate) fn open_log(path: &Path, regular_only: bool) -> Result<(File, u64)> {
     Ok((file, meta.len()))
 }
 
+/// Why the log at `path` cannot be read, when it cannot (`list`'s `unreadable` rows): a path
+/// that names nothing, or no regular file, is not said (no open that could block).
+pub fn read_error(path: &Path) -> Option<String> {
+    match open_log(path, true) {
+        Err(StoreError::NotALog(_)) | Ok(_) => None,
+        Err(e) => Some(e.to_string()),
+    }
+}
+
 /// The path names nothing to open: missing, or under something that is not a folder.
 fn is_absent(e: &std::io::Error) -> bool {
     use std::io::ErrorKind::{NotADirectory, NotFound};

@@ -334,6 +334,50 @@ fn subfolders_without_a_log_are_skipped_at_start_up_and_picked_up_once_they_have
     );
 }
 
+/// A log that cannot be read (a link to itself) is an `unreadable` row of `/api/runs` with its
+/// error, as `list --json` shows it, not an empty run.
+#[test]
+fn an_unreadable_log_is_an_unreadable_row_as_list_shows_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, _) = root_with_alpha(tmp.path(), "alpha-20260101-000000");
+    std::fs::create_dir_all(root.join("loop")).unwrap();
+    std::os::unix::fs::symlink("../loop/history.jsonl", root.join("loop/history.jsonl")).unwrap();
+    let s = Server::start(&[&root], &[]);
+    let row = |s: &Server| -> Option<Value> {
+        let runs: Value = serde_json::from_str(&s.get("/api/runs").1).ok()?;
+        runs.as_array()?
+            .iter()
+            .find(|r| r["run_id"] == "loop")
+            .cloned()
+    };
+    s.wait_until(|s| row(s).is_some(), "the unreadable log's row");
+    let row = row(&s).unwrap();
+    assert_eq!(row["status"], "unreadable", "{row}");
+    assert!(
+        row["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("symbolic link loop"),
+        "{row}"
+    );
+    let out = Command::new(cargo_bin("loopctl"))
+        .args(["list", "--json"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == "loop")
+        .unwrap();
+    assert_eq!(
+        (&listed["status"], &listed["error"]),
+        (&row["status"], &row["error"])
+    );
+}
+
 #[test]
 fn before_the_first_run_serve_starts_empty_and_picks_the_runs_up_as_they_appear() {
     let tmp = tempfile::tempdir().unwrap();
