@@ -101,9 +101,12 @@ pub fn logs_of(inputs: &[PathBuf]) -> (Vec<RunRef>, Vec<(PathBuf, String)>) {
     (runs, bad)
 }
 
+/// Inputs that could not be read, with why.
+type Unreadable = Vec<(PathBuf, String)>;
+
 /// Each log the inputs name, with whether it was named itself (a log or a run folder) rather
 /// than found under a root.
-fn named_logs(inputs: &[PathBuf]) -> (Vec<(RunRef, bool)>, Vec<(PathBuf, String)>) {
+fn named_logs(inputs: &[PathBuf]) -> (Vec<(RunRef, bool)>, Unreadable) {
     let mut runs = Vec::new();
     let mut bad = Vec::new();
     for p in inputs {

@@ -119,6 +119,22 @@ pub fn stop(root: &Path, run: &RunRef, reason: Option<&str>, wait: Duration) -> 
 /// Why `stop` must not write into `run`'s log, if it must not: a log with no runner lock whose
 /// events are another tool's dialect (aif-loop's agent, an Avenor stream) is that tool's to
 /// end; an event of ours in it would be a second writer nobody coordinates with.
+/// An error when `run`'s log is another tool's (`foreign`), read only when it has no runner
+/// lock: its run.json holds what only that tool writes, so loopctl must not `verb` it.
+pub(crate) fn refuse_foreign(run: &RunRef, verb: &str) -> Result<()> {
+    if liveness(&run.log) != Liveness::Unknown {
+        return Ok(());
+    }
+    let (outcome, _) = replay_run(run, DEFAULT_MAX_LINE)?;
+    match foreign(run, &outcome, verb) {
+        Some(why) => Err(RunnerError::Invalid(format!(
+            "cannot {verb} {}: {why}",
+            run.run_id.as_deref().unwrap_or(&run.name)
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Why loopctl may not `verb` (stop, resume) the run of `run`'s log, if it may not: a log with
 /// no runner lock whose events are in another tool's dialect is that tool's to write.
 pub(crate) fn foreign(run: &RunRef, outcome: &Outcome, verb: &str) -> Option<String> {

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loopctl_core::decode::event::Kind;
-use loopctl_core::decode::lines::DEFAULT_MAX_LINE;
 use loopctl_core::fold::run_state::{LogMark, fingerprint};
 use loopctl_core::fold::trace::Trace;
 use loopctl_core::rules::loop_file::{LoopFile, Phase, PhaseKind};
@@ -406,16 +405,8 @@ impl Runner {
                 run.log.display()
             ))
         })?;
-        // Another tool's log (no runner lock, events in its dialect) is neither locked,
-        // repaired nor rewritten: its run.json holds what only that tool writes.
-        if loopctl_store::append::liveness(&run.log)
-            == loopctl_core::analysis::liveness::Liveness::Unknown
-        {
-            let (outcome, _) = loopctl_store::snapshot::replay_run(run, DEFAULT_MAX_LINE)?;
-            if let Some(why) = crate::manage::foreign(run, &outcome, "resume") {
-                return Err(RunnerError::Invalid(why));
-            }
-        }
+        // Another tool's log is neither locked, repaired nor rewritten.
+        crate::manage::refuse_foreign(run, "resume")?;
         // Lock and repair the tail first, so the replay sees the log the runner will extend.
         let (mut writer, repair) = after_crash::open_log(&run.log).map_err(|e| match e {
             StoreError::Locked { pid, .. } => RunnerError::Invalid(running(root, run, &pid)),

@@ -187,7 +187,7 @@ fn a_log_that_is_a_broken_symlink_is_unreadable_not_missing() {
     for args in [
         vec!["status", folder.to_str().unwrap()],
         vec!["check", log.to_str().unwrap()],
-        vec!["export", "prometheus", r],
+        vec!["--strict", "export", "prometheus", r],
     ] {
         let out = run(&args);
         let err = text(&out.stderr);
