@@ -224,10 +224,7 @@ fn repair_tail(log: &Path, file: &mut File) -> Result<Option<TailRepair>> {
         .map_err(io_err(log))?;
     file.read_exact(&mut tail).map_err(io_err(log))?;
     // As every reader reads a line (a byte order mark, a CR dropped).
-    let text = match loopctl_core::decode::lines::decode(&tail) {
-        loopctl_core::decode::lines::LineText::Text(t) => Some(t),
-        _ => None,
-    };
+    let text = loopctl_core::decode::lines::decode(&tail).text();
     if text.is_some_and(|t| parse_line(t).is_ok()) {
         file.write_all(b"\n").map_err(io_err(log))?;
         file.sync_data().map_err(io_err(log))?;

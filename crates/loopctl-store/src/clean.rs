@@ -168,10 +168,7 @@ fn state_files(dir: &Path) -> Vec<String> {
     };
     let mut names: Vec<String> = text
         .split(|&b| b == b'\n')
-        .filter_map(|l| match loopctl_core::decode::lines::decode(l) {
-            loopctl_core::decode::lines::LineText::Text(t) => Some(t),
-            _ => None,
-        })
+        .filter_map(|l| loopctl_core::decode::lines::decode(l).text())
         .filter_map(|l| {
             loopctl_core::decode::reference_parser::run_key(l)
                 .ok()

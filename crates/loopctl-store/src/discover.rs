@@ -514,10 +514,8 @@ pub fn last_change(log: &Path) -> Option<(Ts, bool)> {
     f.seek(SeekFrom::Start(start)).ok()?;
     f.read_to_end(&mut bytes).ok()?;
     let last_event = bytes.rsplit(|&b| b == b'\n').find_map(|line| {
-        match loopctl_core::decode::lines::decode(line) {
-            loopctl_core::decode::lines::LineText::Text(t) => parse_line(t).ok()?.ts,
-            _ => None,
-        }
+        let t = loopctl_core::decode::lines::decode(line).text()?;
+        parse_line(t).ok()?.ts
     });
     if let Some(t) = last_event {
         return Some((t, true));

@@ -33,6 +33,16 @@ pub enum LineText<'b> {
     NotUtf8(String),
 }
 
+impl<'b> LineText<'b> {
+    /// The text, when the line holds some (not blank, UTF-8).
+    pub fn text(self) -> Option<&'b str> {
+        match self {
+            LineText::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
 /// A line's text. A UTF-8 byte order mark is dropped from the start of any line, not only the
 /// log's first: logs written on Windows start with one, and two of them joined (`cat a b`) hold
 /// one mid-file, before a line as readable as the first.

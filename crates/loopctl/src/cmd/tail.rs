@@ -676,12 +676,8 @@ impl Tail {
             else {
                 continue;
             };
-            let loopctl_core::decode::lines::LineText::Text(t) =
-                loopctl_core::decode::lines::decode(&text)
-            else {
-                continue;
-            };
-            let Ok(ev) = loopctl_core::parse_line(t) else {
+            let decoded = loopctl_core::decode::lines::decode(&text).text();
+            let Some(ev) = decoded.and_then(|t| loopctl_core::parse_line(t).ok()) else {
                 continue;
             };
             let log = &self.logs[source];
